@@ -1,0 +1,17 @@
+.DEFAULT_GOAL := help
+.PHONY: help run test test-fast lint
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+run: ## Install everything and run the app (web, worker, embedded model); prints where to log in
+	@scripts/run.sh
+
+test: ## Install everything and run all checks and tests (what CI runs)
+	@scripts/test.sh
+
+test-fast: ## All checks and tests except the real-model and browser ones
+	@scripts/test.sh -m "not slow and not browser"
+
+lint: ## ruff and mypy only
+	.venv/bin/ruff check . && .venv/bin/ruff format --check . && .venv/bin/mypy .

@@ -1,0 +1,9 @@
+from django.apps import AppConfig
+
+
+class AgentsConfig(AppConfig):
+    name = "agents"
+    verbose_name = "Coaching agents"
+
+    def ready(self) -> None:
+        from agents import checks  # noqa: F401  (registers the system checks)

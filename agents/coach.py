@@ -1,0 +1,236 @@
+"""Coach: the immediate, streamed reply, generated in the ASGI process.
+
+It runs beside the Celery canvas, not before it, so it adds nothing to the full answer's
+critical path. Tokens go to the session's group in small batches (every
+COACHING_COACH_DELTA_BATCH_MS); the partial text is saved every COACHING_COACH_SNAPSHOT_S
+so a client that reconnects mid-stream gets what exists so far, then the rest live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from agents import services
+from agents.context import agent_messages
+from agents.llm.client import EndpointSpec, StreamState, chat_stream
+from agents.llm.errors import LLMError
+from agents.llm.schema import extra_body_for
+from agents.models import (
+    Agent,
+    AgentConfig,
+    AgentRun,
+    Message,
+    MessageStatus,
+    Role,
+    RunStatus,
+    Turn,
+)
+from agents.pipeline import active_prompt, catalog_text, load_turn, move_catalog, request_headers, turn_shared_context
+from agents.prompts import render_prompt
+
+logger = logging.getLogger(__name__)
+
+USER_FACING_ERRORS = {
+    "llm_unavailable": "The coaching model cannot be reached right now. Your message is saved; "
+    "the full answer will follow if the model comes back, or you can send it again later.",
+    "llm_misconfigured": "The coaching model is not set up correctly. Your message is saved; "
+    "an operator has been told.",
+}
+
+
+@dataclass
+class CoachCall:
+    turn_id: int
+    session_id: int
+    run_id: int
+    message_id: int
+    spec: EndpointSpec
+    messages: list[dict[str, str]]
+    max_tokens: int
+    temperature: float
+    extra_body: dict[str, Any]
+    deadline: float
+
+
+def previous_blocked_moves(turn: Turn) -> list[str]:
+    """What Stability blocked on this coachee's previous turn, so the fast path is not blind."""
+    run = (
+        AgentRun.objects.filter(
+            agent=Agent.STABILITY,
+            status=RunStatus.SUCCEEDED,
+            turn__session__coachee_id=turn.session.coachee_id,
+            turn__started_at__lt=turn.started_at,
+        )
+        .order_by("-turn__started_at")
+        .only("parsed_output")
+        .first()
+    )
+    return list(run.parsed_output.get("blocked_moves", [])) if run and run.parsed_output else []
+
+
+def coach_begin(*, turn_id: int) -> CoachCall | None:
+    """Create the Coach message and run, announce it, and prepare the request."""
+    turn = load_turn(turn_id)
+    config = AgentConfig.objects.select_related("endpoint").get(agent=Agent.COACH)
+    if not config.enabled or turn.coach_message_id is not None:
+        return None
+    prompt = active_prompt(Agent.COACH)
+    shared = turn_shared_context(turn)
+    blocked = previous_blocked_moves(turn)
+    instructions = render_prompt(
+        prompt.body, {"blocked_moves": catalog_text(move_catalog(), blocked) if blocked else "none"}
+    )
+    with transaction.atomic():
+        seq = services._next_seq(turn.session_id)
+        message = Message.objects.create(
+            session_id=turn.session_id, seq=seq, role=Role.COACH, text="", status=MessageStatus.STREAMING
+        )
+        Turn.objects.filter(pk=turn.pk).update(coach_message=message)
+        run = AgentRun.objects.create(
+            turn=turn,
+            agent=Agent.COACH,
+            prompt_version=prompt,
+            endpoint=config.endpoint,
+            model_id=config.endpoint.model_id,
+            context_dropped=shared.dropped,
+            prompt_tokens=None,
+        )
+        services.event_emit(
+            session_id=turn.session_id,
+            type="coach.started",
+            seq=seq,
+            payload={"turn_id": turn.pk, "message_id": message.pk},
+        )
+    spec = EndpointSpec.from_endpoint(config.endpoint)
+    return CoachCall(
+        turn_id=turn.pk,
+        session_id=turn.session_id,
+        run_id=run.pk,
+        message_id=message.pk,
+        spec=spec,
+        messages=agent_messages(shared, instructions),
+        max_tokens=config.max_tokens,
+        temperature=config.temperature,
+        extra_body=extra_body_for(spec.kind, thinking=config.thinking),
+        deadline=turn.deadline_at.timestamp(),
+    )
+
+
+def coach_snapshot(*, message_id: int, text: str) -> None:
+    Message.objects.filter(pk=message_id, status=MessageStatus.STREAMING).update(text=text)
+
+
+def coach_end(
+    *, call: CoachCall, text: str, status: str, state: StreamState, latency_ms: int, error: LLMError | None
+) -> None:
+    """Persist the reply and its run, then announce it (and any error) to the session."""
+    estimated_prompt = sum(len(m["content"]) for m in call.messages) // 4 + 1
+    with transaction.atomic():
+        Message.objects.filter(pk=call.message_id).update(text=text, status=status, updated_at=timezone.now())
+        AgentRun.objects.filter(pk=call.run_id).update(
+            status=RunStatus.FAILED if error else RunStatus.SUCCEEDED,
+            attempts=1,
+            raw_output=text,
+            error=f"{error.code}: {error}"
+            if error
+            else ("stopped by the coachee" if status == MessageStatus.STOPPED else ""),
+            # llama.cpp's server reports no usage when streaming: fall back to the estimate.
+            prompt_tokens=state.prompt_tokens or estimated_prompt,
+            completion_tokens=state.completion_tokens or state.chunks,
+            finished_at=timezone.now(),
+            latency_ms=latency_ms,
+        )
+        Turn.objects.filter(pk=call.turn_id).update(coach_done_at=timezone.now())
+        services.event_emit(
+            session_id=call.session_id,
+            type="coach.done",
+            payload={"turn_id": call.turn_id, "message_id": call.message_id, "text": text, "status": status},
+        )
+        if error is not None:
+            services.event_emit(
+                session_id=call.session_id,
+                type="error",
+                payload={
+                    "turn_id": call.turn_id,
+                    "code": error.code,
+                    "detail": USER_FACING_ERRORS.get(error.code, "The immediate reply failed. Your message is saved."),
+                },
+            )
+
+
+async def coach_stream(turn_id: int) -> None:
+    """Generate the Coach reply for a turn and relay it to the session's group."""
+    call = await database_sync_to_async(coach_begin)(turn_id=turn_id)
+    if call is None:
+        return
+    layer = get_channel_layer()
+    group = services.session_group(call.session_id)
+    batch_s = settings.COACHING_COACH_DELTA_BATCH_MS / 1000
+    snapshot_s = settings.COACHING_COACH_SNAPSHOT_S
+    state = StreamState()
+    text = ""
+    sent = 0  # characters of `text` already relayed
+    last_flush = last_snapshot = started = time.monotonic()
+    status = MessageStatus.COMPLETE
+    error: LLMError | None = None
+
+    async def flush() -> None:
+        nonlocal sent, last_flush
+        last_flush = time.monotonic()
+        if sent == len(text) or layer is None:
+            return
+        event = {
+            "type": "coach.delta",
+            "turn_id": call.turn_id,
+            "message_id": call.message_id,
+            "offset": sent,
+            "text": text[sent:],
+        }
+        sent = len(text)
+        await layer.group_send(group, {"type": "coach.delta", "event": event})
+
+    try:
+        async for piece in chat_stream(
+            call.spec,
+            call.messages,
+            state,
+            max_tokens=call.max_tokens,
+            temperature=call.temperature,
+            extra_body=call.extra_body,
+            headers=request_headers(Agent.COACH, call.turn_id),
+            timeout_s=max(1.0, call.deadline - time.time()),
+        ):
+            text += piece
+            now = time.monotonic()
+            if now - last_flush >= batch_s:
+                await flush()
+            if now - last_snapshot >= snapshot_s:
+                last_snapshot = now
+                await database_sync_to_async(coach_snapshot)(message_id=call.message_id, text=text)
+        await flush()
+    except asyncio.CancelledError:
+        status = MessageStatus.STOPPED
+        await asyncio.shield(flush())
+        raise
+    except LLMError as exc:
+        status = MessageStatus.FAILED if not text else MessageStatus.COMPLETE
+        error = exc
+        logger.warning("coach failed on turn %s: %s", call.turn_id, exc)
+    finally:
+        latency_ms = int((time.monotonic() - started) * 1000)
+        # Shielded: a Stop (cancellation) must still leave a finished record behind.
+        await asyncio.shield(
+            database_sync_to_async(coach_end)(
+                call=call, text=text, status=status, state=state, latency_ms=latency_ms, error=error
+            )
+        )

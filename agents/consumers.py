@@ -1,0 +1,185 @@
+"""The chat socket: validate frames, call services, relay the session group's events.
+
+Thin by design: every decision lives in services.py, pipeline.py or coach.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import time
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from pydantic import TypeAdapter, ValidationError
+
+from agents import services
+from agents.coach import coach_stream
+from agents.schemas import InboundFrame, PingFrame, ResumeFrame, StopFrame, UserMessageFrame
+
+logger = logging.getLogger(__name__)
+
+FRAME_ADAPTER: TypeAdapter[UserMessageFrame | ResumeFrame | StopFrame | PingFrame] = TypeAdapter(InboundFrame)
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403
+# Background work started by a socket but not owned by it: a Coach reply keeps streaming
+# (and is saved) when the socket that asked for it drops. Held here so it is not collected.
+_BACKGROUND: set[asyncio.Task[None]] = set()
+# Coach streams by turn id, so a Stop from any tab of the session can cancel them.
+_COACH_TASKS: dict[int, asyncio.Task[None]] = {}
+
+
+def _spawn(coro: Any) -> asyncio.Task[None]:
+    task: asyncio.Task[None] = asyncio.create_task(coro)
+    _BACKGROUND.add(task)
+    task.add_done_callback(_BACKGROUND.discard)
+    return task
+
+
+async def _expire_after_deadline(turn_id: int, deadline: float) -> None:
+    """The ASGI side of the watchdog: it still fires when no Celery worker is alive."""
+    await asyncio.sleep(max(0.0, deadline - time.time()) + 1.5)
+    await database_sync_to_async(services.turn_expire)(turn_id=turn_id)
+
+
+class ChatConsumer(AsyncWebsocketConsumer):
+    session_id: int
+    user_id: int
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        self.user_id = user.pk
+        self.session_id = int(self.scope["url_route"]["kwargs"]["session_id"])
+        try:
+            await database_sync_to_async(services.session_for_user)(session_id=self.session_id, user_id=self.user_id)
+        except PermissionDenied:
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        await self.channel_layer.group_add(services.session_group(self.session_id), self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        if hasattr(self, "session_id"):
+            await self.channel_layer.group_discard(services.session_group(self.session_id), self.channel_name)
+
+    async def send_event(self, event: dict[str, Any]) -> None:
+        await self.send(text_data=json.dumps(event))
+
+    async def send_error(self, code: str, detail: str) -> None:
+        await self.send_event({"type": "error", "code": code, "detail": detail})
+
+    # --- Client frames ----------------------------------------------------------------
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if text_data is None:
+            await self.send_error("binary_not_supported", "Frames must be JSON text.")
+            return
+        if len(text_data.encode("utf-8", "surrogatepass")) > settings.COACHING_MAX_FRAME_BYTES:
+            await self.send_error(
+                "frame_too_large", f"Frames are limited to {settings.COACHING_MAX_FRAME_BYTES} bytes."
+            )
+            return
+        try:
+            frame = FRAME_ADAPTER.validate_python(json.loads(text_data))
+        except (ValueError, RecursionError) as exc:
+            await self.send_error("invalid_frame", _describe(exc))
+            return
+        if isinstance(frame, UserMessageFrame):
+            await self.on_user_message(frame)
+        elif isinstance(frame, ResumeFrame):
+            await self.on_resume(frame)
+        elif isinstance(frame, StopFrame):
+            await self.on_stop()
+        elif isinstance(frame, PingFrame):
+            await self.send_event({"type": "pong"})
+
+    async def on_user_message(self, frame: UserMessageFrame) -> None:
+        text = frame.text.strip()
+        if not text:
+            await self.send_error("empty_message", "The message is empty.")
+            return
+        if len(text) > settings.COACHING_MAX_MESSAGE_CHARS:
+            await self.send_error(
+                "message_too_long", f"Messages are limited to {settings.COACHING_MAX_MESSAGE_CHARS} characters."
+            )
+            return
+        try:
+            result = await database_sync_to_async(services.turn_accept)(
+                session_id=self.session_id, user_id=self.user_id, client_id=frame.client_id, text=text
+            )
+        except PermissionDenied:
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        except services.SessionClosedError:
+            await self.send_error("session_closed", "This session has ended; start a new one to continue.")
+            return
+        if not result.created:
+            # A re-sent message: acknowledge it again, run nothing twice.
+            await self.send_event(result.event)
+            return
+        task = _spawn(coach_stream(result.turn_id))
+        _COACH_TASKS[result.turn_id] = task
+        task.add_done_callback(functools.partial(_forget_coach, result.turn_id))
+        _spawn(_expire_after_deadline(result.turn_id, time.time() + settings.COACHING_TURN_DEADLINE_S))
+
+    async def on_resume(self, frame: ResumeFrame) -> None:
+        events = await database_sync_to_async(services.events_after)(
+            session_id=self.session_id, after_seq=frame.after_seq
+        )
+        for event in events:
+            await self.send_event(event)
+        streaming = await database_sync_to_async(services.streaming_coach_messages)(session_id=self.session_id)
+        for message in streaming:
+            await self.send_event(
+                {
+                    "type": "coach.snapshot",
+                    "turn_id": message.turn_as_coach.pk,
+                    "message_id": message.pk,
+                    "text": message.text,
+                }
+            )
+
+    async def on_stop(self) -> None:
+        turn_ids = await database_sync_to_async(services.running_turn_ids)(session_id=self.session_id)
+        for turn_id in turn_ids:
+            await database_sync_to_async(services.turn_stop)(turn_id=turn_id, user_id=self.user_id)
+            _cancel_coach(turn_id)
+
+    # --- Session group events (type "coach.delta" → method coach_delta) --------------
+
+    async def relay(self, message: dict[str, Any]) -> None:
+        await self.send_event(message["event"])
+
+    message_accepted = coach_started = coach_delta = coach_done = agent_status = synth_done = error = relay
+
+    async def turn_done(self, message: dict[str, Any]) -> None:
+        if message["event"].get("status") == "stopped":
+            _cancel_coach(message["event"]["turn_id"])
+        await self.relay(message)
+
+
+def _forget_coach(turn_id: int, _task: asyncio.Task[None]) -> None:
+    _COACH_TASKS.pop(turn_id, None)
+
+
+def _cancel_coach(turn_id: int) -> None:
+    task = _COACH_TASKS.get(turn_id)
+    if task is not None and not task.done():
+        task.cancel()
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        first = exc.errors(include_input=False, include_url=False)[:3]
+        return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in first)
+    if isinstance(exc, RecursionError):
+        return "The frame is nested too deeply."
+    return "The frame is not valid JSON."

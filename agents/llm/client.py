@@ -1,0 +1,245 @@
+"""The one module that talks to model servers, through the `openai` package.
+
+Clients are built lazily, cached per endpoint (and per event loop for the async client),
+and never retry on their own: retries are bounded and decided by the pipeline, which
+knows the turn's deadline. Every failure becomes one of the errors in `llm.errors`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import time
+import weakref
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import openai
+from django.conf import settings
+
+from agents.llm.errors import LLMError, LLMPermanentError, LLMRequestsDisabled, LLMTransientError
+
+if TYPE_CHECKING:
+    from agents.models import ModelEndpoint
+
+# A client without a key is refused by the openai package; local servers ignore it.
+PLACEHOLDER_API_KEY = "not-needed"
+
+
+@dataclass(frozen=True)
+class EndpointSpec:
+    """The parts of a ModelEndpoint row a call needs; hashable, so clients can be cached."""
+
+    name: str
+    kind: str
+    base_url: str
+    model_id: str
+    api_key_env: str = ""
+    connect_timeout_s: float = 5.0
+    read_timeout_s: float = 120.0
+
+    @classmethod
+    def from_endpoint(cls, endpoint: ModelEndpoint) -> EndpointSpec:
+        return cls(
+            name=endpoint.name,
+            kind=endpoint.kind,
+            base_url=endpoint.base_url,
+            model_id=endpoint.model_id,
+            api_key_env=endpoint.api_key_env,
+            connect_timeout_s=endpoint.connect_timeout_s,
+            read_timeout_s=endpoint.read_timeout_s,
+        )
+
+    @property
+    def api_key(self) -> str:
+        if self.api_key_env:
+            return os.environ.get(self.api_key_env, "") or PLACEHOLDER_API_KEY
+        return PLACEHOLDER_API_KEY
+
+
+@dataclass
+class Completion:
+    content: str
+    finish_reason: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+
+
+@dataclass
+class StreamState:
+    """Filled in while a stream is consumed: what the caller records once it ends."""
+
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    first_token_at: float | None = None
+    chunks: int = 0
+    extras: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _check_allowed() -> None:
+    if not settings.COACHING_LLM_ALLOW_REQUESTS:
+        raise LLMRequestsDisabled("LLM requests are disabled (COACHING_LLM_ALLOW_REQUESTS is off)")
+
+
+def _timeout(spec: EndpointSpec, timeout_s: float | None) -> openai.Timeout:
+    read = spec.read_timeout_s if timeout_s is None else max(0.1, min(spec.read_timeout_s, timeout_s))
+    return openai.Timeout(read, connect=min(spec.connect_timeout_s, read))
+
+
+@functools.lru_cache(maxsize=32)
+def _sync_client(base_url: str, api_key: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0)
+
+
+_async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str], openai.AsyncOpenAI]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _async_client(base_url: str, api_key: str) -> openai.AsyncOpenAI:
+    # An httpx connection pool belongs to the loop that opened it.
+    per_loop = _async_clients.setdefault(asyncio.get_running_loop(), {})
+    key = (base_url, api_key)
+    if key not in per_loop:
+        per_loop[key] = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0)
+    return per_loop[key]
+
+
+def translate_error(exc: Exception) -> LLMError:
+    """Sort an openai exception into retryable or permanent."""
+    if isinstance(exc, LLMError):
+        return exc
+    if isinstance(exc, openai.APITimeoutError):
+        return LLMTransientError(f"model server timed out: {exc}")
+    if isinstance(exc, openai.APIConnectionError):
+        return LLMTransientError(f"model server unreachable: {exc}")
+    if isinstance(exc, openai.APIStatusError):
+        if exc.status_code == 429 or exc.status_code >= 500:
+            return LLMTransientError(f"model server answered {exc.status_code}")
+        return LLMPermanentError(f"model server refused the request ({exc.status_code}): {exc.message}")
+    if isinstance(exc, openai.OpenAIError):
+        return LLMTransientError(f"model call failed: {exc}")
+    return LLMTransientError(f"model call failed: {type(exc).__name__}: {exc}")
+
+
+def _request_kwargs(
+    spec: EndpointSpec,
+    messages: list[dict[str, str]],
+    *,
+    max_tokens: int,
+    temperature: float,
+    extra_body: Mapping[str, Any] | None,
+    headers: Mapping[str, str] | None,
+) -> dict[str, Any]:
+    return {
+        "model": spec.model_id,
+        "messages": messages,
+        "max_tokens": max_tokens,
+        "temperature": temperature,
+        "extra_body": dict(extra_body or {}),
+        "extra_headers": dict(headers or {}),
+    }
+
+
+def chat_complete(
+    spec: EndpointSpec,
+    messages: list[dict[str, str]],
+    *,
+    max_tokens: int,
+    temperature: float,
+    response_format: dict[str, Any] | None = None,
+    extra_body: Mapping[str, Any] | None = None,
+    headers: Mapping[str, str] | None = None,
+    timeout_s: float | None = None,
+) -> Completion:
+    """One blocking, non-streamed completion (Celery agents)."""
+    _check_allowed()
+    kwargs = _request_kwargs(
+        spec, messages, max_tokens=max_tokens, temperature=temperature, extra_body=extra_body, headers=headers
+    )
+    if response_format is not None:
+        kwargs["response_format"] = response_format
+    try:
+        response = _sync_client(spec.base_url, spec.api_key).chat.completions.create(
+            **kwargs, timeout=_timeout(spec, timeout_s)
+        )
+    except Exception as exc:
+        raise translate_error(exc) from exc
+    if not response.choices:
+        raise LLMTransientError("model server returned no choices")
+    choice = response.choices[0]
+    usage = response.usage
+    return Completion(
+        content=choice.message.content or "",
+        finish_reason=choice.finish_reason,
+        prompt_tokens=usage.prompt_tokens if usage else None,
+        completion_tokens=usage.completion_tokens if usage else None,
+    )
+
+
+async def chat_stream(
+    spec: EndpointSpec,
+    messages: list[dict[str, str]],
+    state: StreamState,
+    *,
+    max_tokens: int,
+    temperature: float,
+    extra_body: Mapping[str, Any] | None = None,
+    headers: Mapping[str, str] | None = None,
+    timeout_s: float | None = None,
+) -> AsyncIterator[str]:
+    """Yield content pieces as the server streams them (Coach, in the ASGI process).
+
+    Closing the generator (or cancelling its task) closes the upstream HTTP stream,
+    which tells the server to stop generating.
+    """
+    _check_allowed()
+    kwargs = _request_kwargs(
+        spec, messages, max_tokens=max_tokens, temperature=temperature, extra_body=extra_body, headers=headers
+    )
+    if spec.kind in ("vllm", "openai"):
+        # llama-cpp-python's server does not know stream_options; it reports no usage then.
+        kwargs["stream_options"] = {"include_usage": True}
+    try:
+        stream = await _async_client(spec.base_url, spec.api_key).chat.completions.create(
+            **kwargs, stream=True, timeout=_timeout(spec, timeout_s)
+        )
+    except Exception as exc:
+        raise translate_error(exc) from exc
+    try:
+        async for chunk in stream:
+            if chunk.usage is not None:
+                state.prompt_tokens = chunk.usage.prompt_tokens
+                state.completion_tokens = chunk.usage.completion_tokens
+            if chunk.model_extra:
+                state.extras.append(dict(chunk.model_extra))
+            if not chunk.choices:
+                continue
+            choice = chunk.choices[0]
+            if choice.finish_reason:
+                state.finish_reason = choice.finish_reason
+            piece = choice.delta.content if choice.delta else None
+            if piece:
+                if state.first_token_at is None:
+                    state.first_token_at = time.time()
+                state.chunks += 1
+                yield piece
+    except (asyncio.CancelledError, GeneratorExit):
+        raise
+    except Exception as exc:
+        raise translate_error(exc) from exc
+    finally:
+        await stream.close()
+
+
+def list_models(spec: EndpointSpec, *, timeout_s: float = 5.0) -> list[str]:
+    """Model ids the server offers (the admin's connection test and the run script use it)."""
+    _check_allowed()
+    try:
+        page = _sync_client(spec.base_url, spec.api_key).models.list(timeout=_timeout(spec, timeout_s))
+    except Exception as exc:
+        raise translate_error(exc) from exc
+    return [model.id for model in page.data]

@@ -1,0 +1,80 @@
+"""JSON schemas for constrained decoding, and the one place backends differ in spelling it."""
+
+import copy
+import functools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+ENUM_SOURCE_KEY = "x-enum-source"
+# llama.cpp's grammar ignores minimum/maximum, so small integer ranges become enums,
+# which its grammar does enforce. Ranges wider than this stay as they are.
+MAX_RANGE_AS_ENUM = 101
+
+
+@functools.cache
+def base_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The pydantic schema of an output model, built once per process."""
+    return model.model_json_schema()
+
+
+def json_schema_for(model: type[BaseModel], enums: Mapping[str, Sequence[Any]]) -> dict[str, Any]:
+    """The model's schema with each `x-enum-source` field restricted to the given values."""
+    schema = copy.deepcopy(base_schema(model))
+    _inject_enums(schema, enums)
+    return schema
+
+
+def _inject_enums(node: Any, enums: Mapping[str, Sequence[Any]]) -> None:
+    if isinstance(node, dict):
+        source = node.pop(ENUM_SOURCE_KEY, None)
+        if source is not None:
+            values = list(enums.get(source, []))
+            node["enum"] = values
+        for value in list(node.values()):
+            _inject_enums(value, enums)
+        # An array of an empty enum can only be empty.
+        items = node.get("items")
+        if node.get("type") == "array" and isinstance(items, dict) and items.get("enum") == []:
+            node["maxItems"] = 0
+            node.pop("minItems", None)
+            items.pop("enum")
+    elif isinstance(node, list):
+        for item in node:
+            _inject_enums(item, enums)
+
+
+def _integer_ranges_as_enums(node: Any) -> None:
+    if isinstance(node, dict):
+        if node.get("type") == "integer" and "minimum" in node and "maximum" in node and "enum" not in node:
+            low, high = int(node["minimum"]), int(node["maximum"])
+            if high - low + 1 <= MAX_RANGE_AS_ENUM:
+                node["enum"] = list(range(low, high + 1))
+        for value in node.values():
+            _integer_ranges_as_enums(value)
+    elif isinstance(node, list):
+        for item in node:
+            _integer_ranges_as_enums(item)
+
+
+def response_format_for(kind: str, name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """How each server kind is asked for JSON that follows `schema`.
+
+    - vLLM and OpenAI take the standard `json_schema` form (vLLM's old `guided_json`
+      extra is silently ignored since v0.12, so it is not used).
+    - llama-cpp-python's server rejects `json_schema` and takes `json_object` with a
+      `schema` key, compiled to a grammar that ignores numeric bounds.
+    """
+    if kind == "llamacpp":
+        shaped = copy.deepcopy(schema)
+        _integer_ranges_as_enums(shaped)
+        return {"type": "json_object", "schema": shaped}
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
+
+
+def extra_body_for(kind: str, *, thinking: bool) -> dict[str, Any]:
+    """Server-specific request fields: Qwen3's thinking switch goes through the chat template."""
+    if kind == "vllm":
+        return {"chat_template_kwargs": {"enable_thinking": thinking}}
+    return {}

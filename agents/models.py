@@ -1,0 +1,321 @@
+"""The coaching domain: sessions, turns, agent runs, the blackboard and configuration.
+
+No LLM calls and no I/O here: services.py and pipeline.py do the work.
+"""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Agent(models.TextChoices):
+    COACH = "coach", "Coach"
+    SHADOW = "shadow", "Shadow"
+    PERSONA = "persona", "Persona"
+    PLASTICITY = "plasticity", "Plasticity"
+    STABILITY = "stability", "Stability"
+    SYNTH = "synth", "Synth"
+    CRITIC = "critic", "Critic"
+
+
+# The three specialists that run in parallel after Shadow.
+SPECIALISTS = (Agent.PERSONA, Agent.PLASTICITY, Agent.STABILITY)
+
+
+class EndpointKind(models.TextChoices):
+    VLLM = "vllm", "vLLM"
+    LLAMACPP = "llamacpp", "llama.cpp server"
+    OPENAI = "openai", "OpenAI-compatible"
+
+
+class ModelEndpoint(models.Model):
+    name = models.SlugField(max_length=64, unique=True)
+    kind = models.CharField(max_length=16, choices=EndpointKind.choices, default=EndpointKind.VLLM)
+    base_url = models.URLField(help_text="OpenAI-compatible base URL, ending in /v1.")
+    model_id = models.CharField(max_length=200, help_text="The model name the server expects.")
+    api_key_env = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="Name of the environment variable holding the API key (never the key itself).",
+    )
+    max_concurrency = models.PositiveIntegerField(default=8)
+    connect_timeout_s = models.FloatField(default=5.0)
+    read_timeout_s = models.FloatField(default=120.0, help_text="Longest wait for a response or the next token.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class AgentConfig(models.Model):
+    agent = models.CharField(max_length=16, choices=Agent.choices, unique=True)
+    endpoint = models.ForeignKey(ModelEndpoint, on_delete=models.PROTECT, related_name="agent_configs")
+    temperature = models.FloatField(default=0.3)
+    max_tokens = models.PositiveIntegerField(default=600, help_text="Most tokens the agent may write.")
+    context_budget = models.PositiveIntegerField(default=6000, help_text="Most prompt tokens the agent is given.")
+    thinking = models.BooleanField(default=False, help_text="Let reasoning models think (Qwen3 chat template).")
+    enabled = models.BooleanField(default=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["agent"]
+
+    def __str__(self) -> str:
+        return f"{self.get_agent_display()} → {self.endpoint}"
+
+
+class PromptStatus(models.TextChoices):
+    DRAFT = "draft", "Draft"
+    ACTIVE = "active", "Active"
+    RETIRED = "retired", "Retired"
+
+
+class PromptVersion(models.Model):
+    agent = models.CharField(max_length=16, choices=Agent.choices)
+    version = models.PositiveIntegerField()
+    body = models.TextField()
+    status = models.CharField(max_length=8, choices=PromptStatus.choices, default=PromptStatus.DRAFT)
+    source = models.CharField(max_length=200, blank=True, help_text="Default file it was seeded from, if any.")
+    source_sha256 = models.CharField(max_length=64, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    activated_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["agent", "-version"]
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "version"], name="prompt_version_unique"),
+            models.UniqueConstraint(fields=["agent"], condition=Q(status="active"), name="one_active_prompt_per_agent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent} v{self.version} ({self.status})"
+
+
+class CoachingMove(models.Model):
+    key = models.SlugField(max_length=64, unique=True, help_text="Stable id the agents use.")
+    name = models.CharField(max_length=120)
+    description = models.TextField()
+    pushes = models.BooleanField(
+        default=False, help_text="Raises pressure on the coachee; never used when a high risk is in force."
+    )
+    active = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["key"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class SessionStatus(models.TextChoices):
+    OPEN = "open", "Open"
+    ENDED = "ended", "Ended"
+
+
+class CoachingSession(models.Model):
+    coachee = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="coaching_sessions")
+    status = models.CharField(max_length=8, choices=SessionStatus.choices, default=SessionStatus.OPEN)
+    locale = models.CharField(max_length=16, default="en")
+    # The last sequence number handed out; messages and events share one sequence.
+    last_seq = models.PositiveBigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["coachee", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"Session {self.pk} of {self.coachee}"
+
+
+class Role(models.TextChoices):
+    USER = "user", "Coachee"
+    COACH = "coach", "Coach"
+    SYNTH = "synth", "Synth"
+
+
+class MessageStatus(models.TextChoices):
+    STREAMING = "streaming", "Streaming"
+    COMPLETE = "complete", "Complete"
+    STOPPED = "stopped", "Stopped"
+    FAILED = "failed", "Failed"
+
+
+class Message(models.Model):
+    session = models.ForeignKey(CoachingSession, on_delete=models.CASCADE, related_name="messages")
+    seq = models.PositiveBigIntegerField()
+    role = models.CharField(max_length=8, choices=Role.choices)
+    text = models.TextField(blank=True)
+    status = models.CharField(max_length=10, choices=MessageStatus.choices, default=MessageStatus.COMPLETE)
+    # Chosen by the browser, so a message re-sent after a reconnect is stored once. NULL (not "")
+    # for messages without one, so the partial unique constraint ignores them.
+    client_id = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["session", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "seq"], name="message_seq_unique"),
+            models.UniqueConstraint(
+                fields=["session", "client_id"], condition=Q(client_id__isnull=False), name="message_client_id_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.role}"
+
+
+class TurnStatus(models.TextChoices):
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    STOPPED = "stopped", "Stopped"
+    FAILED = "failed", "Failed"
+
+
+class Escalation(models.TextChoices):
+    NONE = "none", "None"
+    MONITOR = "monitor", "Monitor"
+    REFER = "refer", "Refer"
+    CRISIS = "crisis", "Crisis"
+
+
+class Turn(models.Model):
+    session = models.ForeignKey(CoachingSession, on_delete=models.CASCADE, related_name="turns")
+    user_message = models.OneToOneField(Message, on_delete=models.CASCADE, related_name="turn_as_user")
+    coach_message = models.OneToOneField(
+        Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="turn_as_coach"
+    )
+    synth_message = models.OneToOneField(
+        Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="turn_as_synth"
+    )
+    status = models.CharField(max_length=8, choices=TurnStatus.choices, default=TurnStatus.RUNNING)
+    degraded = models.BooleanField(default=False)
+    flagged = models.BooleanField(default=False)
+    flag_reason = models.CharField(max_length=200, blank=True)
+    escalation = models.CharField(max_length=8, choices=Escalation.choices, default=Escalation.NONE)
+    # The blackboard as it was when the turn began: every agent of the turn sees the same
+    # one, so their shared prompt prefix is identical (Shadow's new findings go after it).
+    context_blackboard = models.ForeignKey(
+        "BlackboardVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    brief = models.JSONField(null=True, blank=True, help_text="The arbitrated brief Synth was given.")
+    critic_result = models.JSONField(null=True, blank=True)
+    started_at = models.DateTimeField(auto_now_add=True)
+    deadline_at = models.DateTimeField()
+    coach_done_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["session", "started_at"]
+        indexes = [models.Index(fields=["status", "deadline_at"])]
+
+    def __str__(self) -> str:
+        return f"Turn {self.pk} ({self.status})"
+
+
+class RunStatus(models.TextChoices):
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+
+
+class AgentRun(models.Model):
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="agent_runs")
+    agent = models.CharField(max_length=16, choices=Agent.choices)
+    # Synth and the critic may run a second round after a violation.
+    round = models.PositiveSmallIntegerField(default=1)
+    status = models.CharField(max_length=10, choices=RunStatus.choices, default=RunStatus.RUNNING)
+    prompt_version = models.ForeignKey(PromptVersion, null=True, blank=True, on_delete=models.SET_NULL)
+    endpoint = models.ForeignKey(ModelEndpoint, null=True, blank=True, on_delete=models.SET_NULL)
+    model_id = models.CharField(max_length=200, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    context_dropped = models.JSONField(default=dict, blank=True, help_text="What the context builder left out.")
+    raw_output = models.TextField(blank=True)
+    parsed_output = models.JSONField(null=True, blank=True)
+    validation_errors = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True)
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["turn", "started_at"]
+        constraints = [
+            # Idempotency: a redelivered task finds its run instead of making a second one.
+            models.UniqueConstraint(fields=["turn", "agent", "round"], name="agent_run_once_per_round"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent} on turn {self.turn_id} ({self.status})"
+
+
+class SessionEvent(models.Model):
+    """Every server event that matters after a reconnect, in the order it was sent."""
+
+    session = models.ForeignKey(CoachingSession, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveBigIntegerField()
+    type = models.CharField(max_length=32)
+    payload = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["session", "seq"]
+        constraints = [models.UniqueConstraint(fields=["session", "seq"], name="event_seq_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.type} #{self.seq}"
+
+
+class BlackboardVersion(models.Model):
+    """One version of a coachee's shared memory; every write makes a new one."""
+
+    coachee = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="blackboard_versions")
+    version = models.PositiveIntegerField()
+    data = models.JSONField()
+    source_turn = models.ForeignKey(Turn, null=True, blank=True, on_delete=models.SET_NULL)
+    source_agent = models.CharField(max_length=16, choices=Agent.choices, blank=True)
+    prompt_version = models.ForeignKey(PromptVersion, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["coachee", "-version"]
+        constraints = [
+            models.UniqueConstraint(fields=["coachee", "version"], name="blackboard_version_unique"),
+            # One write per turn and agent, so a redelivered Shadow task cannot write twice.
+            models.UniqueConstraint(
+                fields=["source_turn", "source_agent"],
+                condition=Q(source_turn__isnull=False),
+                name="blackboard_one_write_per_turn_agent",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Blackboard v{self.version} of {self.coachee}"
+
+
+class Conflict(models.Model):
+    """A clash between two agents' outputs and the arbitration rule that decided it."""
+
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="conflicts")
+    rule = models.CharField(max_length=64)
+    left_agent = models.CharField(max_length=16, choices=Agent.choices)
+    left_claim = models.JSONField()
+    right_agent = models.CharField(max_length=16, choices=Agent.choices)
+    right_claim = models.JSONField()
+    resolution = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["turn", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.rule} on turn {self.turn_id}"

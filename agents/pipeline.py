@@ -1,0 +1,539 @@
+"""The turn's agents, stage by stage: what runs, with what input, and what happens on failure.
+
+    coach (ASGI, streamed)  ─┐
+    shadow ──> persona | plasticity | stability ──> arbitration ──> synth ──> critic gate ──> deliver
+
+Celery tasks (tasks.py) call the *_step functions; each is idempotent per (turn, agent):
+a run that already ended is returned as it is. Agents never raise into the canvas: a
+failure is recorded on the AgentRun and the turn goes on without that agent (degraded).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from pydantic import ValidationError
+
+from agents import blackboard, services
+from agents.arbitration import Arbitration, MoveInfo, arbitrate, render_brief
+from agents.context import SharedContext, agent_messages, build_shared_context, fence, shared_budget
+from agents.llm.client import Completion, EndpointSpec, chat_complete
+from agents.llm.errors import LLMError, LLMOutputError, LLMTransientError
+from agents.llm.schema import extra_body_for, json_schema_for, response_format_for
+from agents.models import (
+    SPECIALISTS,
+    Agent,
+    AgentConfig,
+    AgentRun,
+    BlackboardVersion,
+    CoachingMove,
+    Conflict,
+    PromptStatus,
+    PromptVersion,
+    RunStatus,
+    Turn,
+    TurnStatus,
+)
+from agents.prompts import render_prompt
+from agents.schemas import (
+    OUTPUT_SCHEMAS,
+    AgentOutput,
+    CriticOutput,
+    PersonaOutput,
+    PlasticityOutput,
+    ShadowOutput,
+    StabilityOutput,
+    SynthOutput,
+)
+
+logger = logging.getLogger(__name__)
+OutputT = TypeVar("OutputT", bound=AgentOutput)
+
+# Shares of the turn's deadline by which each stage must be done. Each LLM call's timeout
+# is capped by its stage's, so one hung agent costs its stage, never the whole turn.
+STAGE_SHARES = {"shadow": 0.3, "specialists": 0.65, "synth": 0.95}
+# Below this many seconds before a stage deadline, a retry is not worth starting.
+MIN_CALL_SECONDS = 0.5
+REPAIR_INSTRUCTION = (
+    "Your reply could not be used: {errors}. Reply again with only the corrected JSON, following the schema."
+)
+
+
+# --- Loading what a step needs ----------------------------------------------------------
+
+
+def load_turn(turn_id: int) -> Turn:
+    return Turn.objects.select_related("session__coachee", "user_message", "context_blackboard", "coach_message").get(
+        pk=turn_id
+    )
+
+
+def move_catalog() -> dict[str, MoveInfo]:
+    return {
+        m.key: MoveInfo(m.key, m.name, m.description, m.pushes)
+        for m in CoachingMove.objects.filter(active=True).order_by("key")
+    }
+
+
+def active_prompt(agent: str) -> PromptVersion:
+    return PromptVersion.objects.get(agent=agent, status=PromptStatus.ACTIVE)
+
+
+def stage_deadline(turn: Turn, stage: str) -> float:
+    """Epoch seconds by which `stage` must be done."""
+    span = (turn.deadline_at - turn.started_at).total_seconds()
+    return turn.started_at.timestamp() + span * STAGE_SHARES[stage]
+
+
+def turn_shared_context(turn: Turn) -> SharedContext:
+    return build_shared_context(turn, budget=shared_budget(list(AgentConfig.objects.all())))
+
+
+def request_headers(agent: str, turn_id: int) -> dict[str, str]:
+    # Lets the server (and the test simulator) attribute each call to its agent and turn.
+    return {"X-Coaching-Agent": agent, "X-Coaching-Turn": str(turn_id)}
+
+
+def catalog_text(catalog: dict[str, MoveInfo], keys: list[str] | None = None) -> str:
+    chosen = [catalog[k] for k in (keys if keys is not None else list(catalog)) if k in catalog]
+    return "\n".join(f"- {m.key}: {m.name}. {m.description}" for m in chosen) or "(none)"
+
+
+# --- Calling a model with bounded retries and one repair --------------------------------
+
+
+def call_with_retries(call: Callable[[float], Completion], *, deadline: float) -> tuple[Completion, int]:
+    """Retry transient errors with exponential backoff until the deadline; returns (result, calls)."""
+    attempt = 0
+    while True:
+        remaining = deadline - time.time()
+        if remaining < MIN_CALL_SECONDS:
+            raise LLMTransientError("no time left before the stage deadline")
+        attempt += 1
+        try:
+            return call(remaining), attempt
+        except LLMTransientError:
+            if attempt > settings.COACHING_LLM_MAX_RETRIES:
+                raise
+            backoff = settings.COACHING_LLM_RETRY_BACKOFF_S * 2 ** (attempt - 1)
+            time.sleep(min(backoff, max(0.0, (deadline - time.time()) / 2)))
+
+
+def parse_output(completion: Completion, schema: type[AgentOutput], context: dict[str, Any]) -> AgentOutput:
+    if completion.finish_reason == "length":
+        raise LLMOutputError("the reply was cut off by the token limit", raw=completion.content)
+    try:
+        return schema.model_validate_json(completion.content, context=context)
+    except ValidationError as exc:
+        # include_input=False: validation errors must not copy coachee text into logs.
+        errors = [
+            f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}"
+            for err in exc.errors(include_input=False, include_url=False)
+        ]
+        raise LLMOutputError("the reply does not follow the schema", raw=completion.content, errors=errors) from exc
+
+
+@dataclass
+class JsonCallResult:
+    output: AgentOutput | None
+    run: AgentRun
+
+
+def run_json_agent(
+    *,
+    turn: Turn,
+    agent: str,
+    shared: SharedContext,
+    values: dict[str, str],
+    enums: dict[str, list[Any]],
+    deadline: float,
+    round: int = 1,
+    extra_instructions: str = "",
+) -> JsonCallResult:
+    """Run one JSON agent once per (turn, agent, round), recording everything on its AgentRun."""
+    schema = OUTPUT_SCHEMAS[agent]
+    run, _ = AgentRun.objects.get_or_create(turn=turn, agent=agent, round=round)
+    if run.status != RunStatus.RUNNING:
+        # Already done by an earlier delivery of this task: reuse, never redo.
+        output = schema.model_validate(run.parsed_output, context=None) if run.status == RunStatus.SUCCEEDED else None
+        return JsonCallResult(output, run)
+
+    config = AgentConfig.objects.select_related("endpoint").get(agent=agent)
+    prompt = active_prompt(agent)
+    spec = EndpointSpec.from_endpoint(config.endpoint)
+    run.prompt_version = prompt
+    run.endpoint = config.endpoint
+    run.model_id = spec.model_id
+    run.context_dropped = shared.dropped
+    run.started_at = timezone.now()
+    run.save(update_fields=["prompt_version", "endpoint", "model_id", "context_dropped", "started_at"])
+    services.agent_status_emit(turn=turn, agent=agent, state="started")
+    started = time.monotonic()
+
+    if not config.enabled:
+        return _record_failure(run, turn, started, "agent is disabled", attempts=0)
+
+    instructions = render_prompt(prompt.body, values)
+    if extra_instructions:
+        instructions += "\n\n" + extra_instructions
+    messages = agent_messages(shared, instructions)
+    validation_context = {key: set(vals) for key, vals in enums.items()}
+    json_schema = json_schema_for(schema, enums)
+    response_format = response_format_for(spec.kind, f"{agent}_output", json_schema)
+
+    def call(msgs: list[dict[str, str]]) -> Callable[[float], Completion]:
+        return lambda timeout_s: chat_complete(
+            spec,
+            msgs,
+            max_tokens=config.max_tokens,
+            temperature=config.temperature,
+            response_format=response_format,
+            extra_body=extra_body_for(spec.kind, thinking=config.thinking),
+            headers=request_headers(agent, turn.pk),
+            timeout_s=timeout_s,
+        )
+
+    attempts = 0
+    prompt_tokens = completion_tokens = 0
+    errors: list[str] = []
+    raw = ""
+    try:
+        for repair in (False, True):
+            msgs = messages
+            if repair:
+                msgs = [
+                    *messages,
+                    {"role": "assistant", "content": raw},
+                    {"role": "user", "content": REPAIR_INSTRUCTION.format(errors="; ".join(errors[-5:]))},
+                ]
+            completion, calls = call_with_retries(call(msgs), deadline=deadline)
+            attempts += calls
+            prompt_tokens += completion.prompt_tokens or 0
+            completion_tokens += completion.completion_tokens or 0
+            raw = completion.content
+            try:
+                output = parse_output(completion, schema, validation_context)
+            except LLMOutputError as exc:
+                errors += [f"attempt {attempts}: {e}" for e in exc.errors]
+                continue
+            run.status = RunStatus.SUCCEEDED
+            run.parsed_output = output.model_dump(mode="json")
+            _finish_run(run, started, attempts, prompt_tokens, completion_tokens, raw, errors)
+            services.agent_status_emit(turn=turn, agent=agent, state="succeeded", ms=run.latency_ms)
+            return JsonCallResult(output, run)
+        raise LLMOutputError("no valid output after one repair attempt", raw=raw, errors=errors)
+    except LLMError as exc:
+        run.raw_output = raw
+        run.validation_errors = errors
+        run.prompt_tokens = prompt_tokens or None
+        run.completion_tokens = completion_tokens or None
+        return _record_failure(run, turn, started, f"{exc.code}: {exc}", attempts=attempts)
+
+
+def _finish_run(
+    run: AgentRun,
+    started: float,
+    attempts: int,
+    prompt_tokens: int,
+    completion_tokens: int,
+    raw: str,
+    errors: list[str],
+) -> None:
+    run.attempts = attempts
+    run.prompt_tokens = prompt_tokens or None
+    run.completion_tokens = completion_tokens or None
+    run.raw_output = raw
+    run.validation_errors = errors
+    run.finished_at = timezone.now()
+    run.latency_ms = int((time.monotonic() - started) * 1000)
+    run.save()
+
+
+def _record_failure(run: AgentRun, turn: Turn, started: float, error: str, *, attempts: int) -> JsonCallResult:
+    run.status = RunStatus.FAILED
+    run.error = error[:2000]
+    run.attempts = attempts
+    run.finished_at = timezone.now()
+    run.latency_ms = int((time.monotonic() - started) * 1000)
+    run.save()
+    logger.warning("agent %s failed on turn %s: %s", run.agent, turn.pk, error[:300])
+    services.agent_status_emit(turn=turn, agent=run.agent, state="failed", ms=run.latency_ms)
+    return JsonCallResult(None, run)
+
+
+def succeeded_output(turn: Turn, agent: str, round: int = 1) -> AgentOutput | None:
+    run = AgentRun.objects.filter(turn=turn, agent=agent, round=round, status=RunStatus.SUCCEEDED).first()
+    return OUTPUT_SCHEMAS[agent].model_validate(run.parsed_output) if run else None
+
+
+def succeeded_as(turn: Turn, agent: str, schema: type[OutputT]) -> OutputT | None:
+    output = succeeded_output(turn, agent)
+    return output if isinstance(output, schema) else None
+
+
+# --- Stages ------------------------------------------------------------------------------
+
+
+def turn_is_running(turn_id: int) -> Turn | None:
+    turn = load_turn(turn_id)
+    return turn if turn.status == TurnStatus.RUNNING else None
+
+
+def shadow_step(*, turn_id: int) -> str:
+    turn = turn_is_running(turn_id)
+    if turn is None:
+        return "skipped"
+    shared = turn_shared_context(turn)
+    result = run_json_agent(
+        turn=turn,
+        agent=Agent.SHADOW,
+        shared=shared,
+        values={},
+        enums={"message_ids": shared.message_ids},
+        deadline=stage_deadline(turn, "shadow"),
+    )
+    if isinstance(result.output, ShadowOutput):
+        blackboard_write(turn=turn, shadow=result.output, run=result.run)
+    return result.run.status
+
+
+def blackboard_write(*, turn: Turn, shadow: ShadowOutput, run: AgentRun) -> BlackboardVersion | None:
+    """Merge Shadow's findings into a new blackboard version; committed before the trio starts."""
+    coachee_id = turn.session.coachee_id
+    try:
+        with transaction.atomic():
+            latest = (
+                BlackboardVersion.objects.select_for_update().filter(coachee_id=coachee_id).order_by("-version").first()
+            )
+            data = blackboard.merge_shadow(
+                latest.data if latest else blackboard.empty(), shadow, turn_id=turn.pk, at=timezone.now().isoformat()
+            )
+            return BlackboardVersion.objects.create(
+                coachee_id=coachee_id,
+                version=(latest.version + 1) if latest else 1,
+                data=data,
+                source_turn=turn,
+                source_agent=Agent.SHADOW,
+                prompt_version=run.prompt_version,
+            )
+    except IntegrityError:
+        # This turn's Shadow already wrote (a redelivered task): nothing to add.
+        return None
+
+
+def shadow_findings_text(turn: Turn) -> str:
+    shadow = succeeded_output(turn, Agent.SHADOW)
+    if not isinstance(shadow, ShadowOutput):
+        return "Shadow's findings for this message: (not available)"
+    return "\n".join(
+        [
+            "Shadow's findings for this message:",
+            "<<<data",
+            fence(shadow.model_dump_json()),
+            "data>>>",
+        ]
+    )
+
+
+def latest_persona_profile(turn: Turn) -> str:
+    run = (
+        AgentRun.objects.filter(
+            agent=Agent.PERSONA,
+            status=RunStatus.SUCCEEDED,
+            turn__session__coachee_id=turn.session.coachee_id,
+            turn__started_at__lt=turn.started_at,
+        )
+        .order_by("-turn__started_at")
+        .only("parsed_output")
+        .first()
+    )
+    if run is None or not run.parsed_output:
+        return "(none yet)"
+    ocean = run.parsed_output.get("ocean", {})
+    return ", ".join(f"{trait} {score['score']}±{score['uncertainty']}" for trait, score in ocean.items())
+
+
+def specialist_step(*, turn_id: int, agent: str) -> str:
+    if agent not in SPECIALISTS:
+        raise ValueError(f"{agent} is not a specialist")
+    turn = turn_is_running(turn_id)
+    if turn is None:
+        return "skipped"
+    shared = turn_shared_context(turn)
+    catalog = move_catalog()
+    values: dict[str, str] = {}
+    enums: dict[str, list[Any]] = {"message_ids": shared.message_ids, "moves": list(catalog)}
+    if agent == Agent.PLASTICITY:
+        values = {"moves": catalog_text(catalog), "persona_profile": latest_persona_profile(turn)}
+    elif agent == Agent.STABILITY:
+        values = {"moves": catalog_text(catalog)}
+    result = run_json_agent(
+        turn=turn,
+        agent=agent,
+        shared=shared,
+        values=values,
+        enums=enums,
+        deadline=stage_deadline(turn, "specialists"),
+        extra_instructions=shadow_findings_text(turn),
+    )
+    return result.run.status
+
+
+def arbitration_for(turn: Turn, catalog: dict[str, MoveInfo]) -> Arbitration:
+    """Arbitrate once per turn; the brief and its conflicts are stored together."""
+    result = arbitrate(
+        shadow=succeeded_as(turn, Agent.SHADOW, ShadowOutput),
+        persona=succeeded_as(turn, Agent.PERSONA, PersonaOutput),
+        plasticity=succeeded_as(turn, Agent.PLASTICITY, PlasticityOutput),
+        stability=succeeded_as(turn, Agent.STABILITY, StabilityOutput),
+        catalog=catalog,
+    )
+    with transaction.atomic():
+        locked = Turn.objects.select_for_update().get(pk=turn.pk)
+        if locked.brief is not None:  # a redelivered task: the first arbitration stands
+            return Arbitration(brief=locked.brief)
+        Conflict.objects.bulk_create(
+            Conflict(
+                turn=turn,
+                rule=c.rule,
+                left_agent=c.left_agent,
+                left_claim=c.left_claim,
+                right_agent=c.right_agent,
+                right_claim=c.right_claim,
+                resolution=c.resolution,
+            )
+            for c in result.conflicts
+        )
+        locked.brief = result.brief
+        locked.escalation = result.brief["escalation"]
+        locked.save(update_fields=["brief", "escalation"])
+    turn.brief = result.brief
+    return result
+
+
+def specialists_text(turn: Turn) -> str:
+    parts = []
+    for agent in (Agent.SHADOW, Agent.PERSONA):
+        output = succeeded_output(turn, agent)
+        parts.append(f"{agent}: " + (output.model_dump_json() if output else "(missing)"))
+    return "\n".join(["<<<data", fence("\n".join(parts)), "data>>>"])
+
+
+@dataclass
+class GateVerdict:
+    passed: bool
+    violations: list[str]
+    critic_ok: bool
+
+
+def critic_gate(
+    *,
+    turn: Turn,
+    shared: SharedContext,
+    synth: SynthOutput,
+    brief: dict[str, Any],
+    catalog: dict[str, MoveInfo],
+    round: int,
+) -> GateVerdict:
+    """Declared moves are checked exactly; the text by a critic call. Fails closed."""
+    blocked = list(brief["blocked_moves"])
+    violations = [f"declared blocked move {key}" for key in synth.moves_used if key in blocked]
+    result = run_json_agent(
+        turn=turn,
+        agent=Agent.CRITIC,
+        shared=shared,
+        values={
+            "blocked_moves": catalog_text(catalog, blocked),
+            "reply": "<<<data\n" + fence(synth.reply) + "\ndata>>>",
+        },
+        enums={"blocked_moves": blocked},
+        deadline=stage_deadline(turn, "synth"),
+        round=round,
+    )
+    critic = result.output
+    if isinstance(critic, CriticOutput):
+        violations += [f"uses blocked move {key}" for key in critic.violated_moves]
+        violations += [f"contains {kind.replace('_', ' ')}" for kind in critic.unsafe_content]
+        return GateVerdict(passed=not violations, violations=violations, critic_ok=True)
+    # The text could not be checked: pass only if nothing is blocked (declared moves are clean).
+    return GateVerdict(passed=not violations and not blocked, violations=violations, critic_ok=False)
+
+
+def synth_step(*, turn_id: int) -> str:
+    turn = turn_is_running(turn_id)
+    if turn is None:
+        return "skipped"
+    shared = turn_shared_context(turn)
+    catalog = move_catalog()
+    arbitration = arbitration_for(turn, catalog)
+    brief = arbitration.brief
+    coach_reply = turn.coach_message.text if turn.coach_message and turn.coach_message.text else "(not finished)"
+    values = {
+        "brief": render_brief(brief, catalog),
+        "coach_reply": "<<<data\n" + fence(coach_reply) + "\ndata>>>",
+        "specialists": specialists_text(turn),
+    }
+    enums: dict[str, list[Any]] = {"moves": list(brief["allowed_moves"])}
+    missing = list(brief["missing"])
+    flag_reason = ""
+    reply: str | None = None
+    extra = ""
+    critic_failed = False
+    for round in (1, 2):
+        result = run_json_agent(
+            turn=turn,
+            agent=Agent.SYNTH,
+            shared=shared,
+            values=values,
+            enums=enums,
+            deadline=stage_deadline(turn, "synth"),
+            round=round,
+            extra_instructions=extra,
+        )
+        if not isinstance(result.output, SynthOutput):
+            missing.append("synth")
+            flag_reason = "synth failed"
+            break
+        verdict = critic_gate(turn=turn, shared=shared, synth=result.output, brief=brief, catalog=catalog, round=round)
+        critic_failed = critic_failed or not verdict.critic_ok
+        _store_critic_result(turn, round, verdict)
+        if verdict.passed:
+            reply = result.output.reply
+            if not verdict.critic_ok:
+                flag_reason = "critic unavailable; reply unchecked"
+            break
+        flag_reason = "critic gate: " + "; ".join(verdict.violations)[:180]
+        extra = (
+            "Your previous reply was rejected: "
+            + "; ".join(verdict.violations)
+            + ". Write it again without any of that."
+        )
+    if critic_failed:
+        missing.append("critic")
+    delivered = services.turn_finish(
+        turn_id=turn.pk,
+        reply=reply if reply is not None else services.FALLBACK_REPLY,
+        fallback=reply is None,
+        degraded=bool(missing) or reply is None,
+        flag_reason=flag_reason,
+        missing=missing,
+    )
+    return "delivered" if delivered else "stale"
+
+
+def _store_critic_result(turn: Turn, round: int, verdict: GateVerdict) -> None:
+    results = dict(turn.critic_result or {})
+    results[f"round_{round}"] = {
+        "passed": verdict.passed,
+        "violations": verdict.violations,
+        "critic_ok": verdict.critic_ok,
+    }
+    turn.critic_result = results
+    Turn.objects.filter(pk=turn.pk).update(critic_result=results)

@@ -1,0 +1,260 @@
+"""Writes: accepting messages, the turn's lifecycle, and the persisted event log.
+
+Every event that matters after a reconnect is stored with the session's next sequence
+number inside the same transaction as the change it reports, and sent to the session's
+channel-layer group only after that transaction commits.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.db import connection, transaction
+from django.utils import timezone
+
+from agents import rendering
+from agents.models import (
+    AgentRun,
+    BlackboardVersion,
+    CoachingSession,
+    Message,
+    MessageStatus,
+    Role,
+    RunStatus,
+    SessionEvent,
+    SessionStatus,
+    Turn,
+    TurnStatus,
+)
+
+logger = logging.getLogger(__name__)
+
+FALLBACK_REPLY = (
+    "I want to give you a careful, complete answer, and I could not put one together safely just now. "
+    "Your message is saved and your coach can see it. If you like, send it again in a moment, "
+    "or tell me more about what matters most to you right now."
+)
+
+
+class SessionClosedError(Exception):
+    """The session has ended; it takes no more messages."""
+
+
+def session_group(session_id: int) -> str:
+    return f"coaching-session-{session_id}"
+
+
+def group_send_now(session_id: int, event: dict[str, Any]) -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        async_to_sync(layer.group_send)(session_group(session_id), {"type": event["type"], "event": event})
+    except Exception:
+        # The event is persisted; a client that missed it gets it on resume.
+        logger.exception("channel layer send failed for session %s (%s)", session_id, event["type"])
+
+
+def _next_seq(session_id: int) -> int:
+    # One UPDATE … RETURNING: the row lock serialises concurrent writers of one session.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {CoachingSession._meta.db_table} SET last_seq = last_seq + 1 WHERE id = %s RETURNING last_seq",
+            [session_id],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise CoachingSession.DoesNotExist(session_id)
+    return int(row[0])
+
+
+def event_emit(*, session_id: int, type: str, payload: dict[str, Any], seq: int | None = None) -> dict[str, Any]:
+    """Persist an event with the next seq (or the given one) and send it after commit."""
+    with transaction.atomic():
+        if seq is None:
+            seq = _next_seq(session_id)
+        event = {"type": type, "seq": seq, **payload}
+        SessionEvent.objects.create(session_id=session_id, seq=seq, type=type, payload=event)
+        transaction.on_commit(lambda: group_send_now(session_id, event))
+    return event
+
+
+def session_for_user(*, session_id: int, user_id: int) -> CoachingSession:
+    session = CoachingSession.objects.filter(pk=session_id).first()
+    if session is None or session.coachee_id != user_id:
+        raise PermissionDenied("not your session")
+    return session
+
+
+def session_start(*, user_id: int, locale: str = "en") -> CoachingSession:
+    return CoachingSession.objects.create(coachee_id=user_id, locale=locale)
+
+
+@dataclass(frozen=True)
+class AcceptResult:
+    turn_id: int
+    message_id: int
+    created: bool
+    event: dict[str, Any]
+
+
+def turn_accept(*, session_id: int, user_id: int, client_id: str, text: str) -> AcceptResult:
+    """Store the coachee's message and open a turn; a re-sent client_id changes nothing."""
+    with transaction.atomic():
+        session = CoachingSession.objects.select_for_update().filter(pk=session_id).first()
+        if session is None or session.coachee_id != user_id:
+            raise PermissionDenied("not your session")
+        if session.status != SessionStatus.OPEN:
+            raise SessionClosedError("this session has ended")
+        existing = Message.objects.filter(session=session, client_id=client_id).select_related("turn_as_user").first()
+        if existing is not None:
+            original = SessionEvent.objects.get(session=session, seq=existing.seq)
+            return AcceptResult(existing.turn_as_user.pk, existing.pk, created=False, event=original.payload)
+        seq = _next_seq(session.pk)
+        message = Message.objects.create(session=session, seq=seq, role=Role.USER, text=text, client_id=client_id)
+        turn = Turn.objects.create(
+            session=session,
+            user_message=message,
+            deadline_at=timezone.now() + timedelta(seconds=settings.COACHING_TURN_DEADLINE_S),
+            context_blackboard=BlackboardVersion.objects.filter(coachee_id=user_id).order_by("-version").first(),
+        )
+        event = event_emit(
+            session_id=session.pk,
+            type="message.accepted",
+            seq=seq,
+            payload={"turn_id": turn.pk, "message_id": message.pk, "client_id": client_id, "text": text},
+        )
+        turn_id = turn.pk
+        transaction.on_commit(lambda: _start_pipeline(turn_id))
+    return AcceptResult(turn_id, message.pk, created=True, event=event)
+
+
+def _start_pipeline(turn_id: int) -> None:
+    from agents import tasks  # tasks import services; a late import breaks the cycle
+
+    tasks.turn_pipeline_start(turn_id)
+
+
+def events_after(*, session_id: int, after_seq: int, limit: int = 2000) -> list[dict[str, Any]]:
+    return list(
+        SessionEvent.objects.filter(session_id=session_id, seq__gt=after_seq)
+        .order_by("seq")
+        .values_list("payload", flat=True)[:limit]
+    )
+
+
+def streaming_coach_messages(*, session_id: int) -> list[Message]:
+    """Coach replies still being written (their text so far), for a client that resumes."""
+    return list(
+        Message.objects.filter(session_id=session_id, role=Role.COACH, status=MessageStatus.STREAMING).select_related(
+            "turn_as_coach"
+        )
+    )
+
+
+def agent_status_emit(*, turn: Turn, agent: str, state: str, ms: int | None = None) -> None:
+    event_emit(
+        session_id=turn.session_id,
+        type="agent.status",
+        payload={"turn_id": turn.pk, "agent": agent, "state": state, "ms": ms},
+    )
+
+
+def turn_finish(
+    *,
+    turn_id: int,
+    reply: str,
+    fallback: bool,
+    degraded: bool,
+    flag_reason: str = "",
+    missing: list[str] | None = None,
+) -> bool:
+    """Deliver the turn's final message, once. False when the turn had already ended."""
+    with transaction.atomic():
+        turn = Turn.objects.select_for_update().filter(pk=turn_id).first()
+        if turn is None or turn.status != TurnStatus.RUNNING:
+            return False
+        seq = _next_seq(turn.session_id)
+        message = Message.objects.create(session_id=turn.session_id, seq=seq, role=Role.SYNTH, text=reply)
+        turn.synth_message = message
+        turn.status = TurnStatus.DONE
+        turn.degraded = degraded or fallback
+        if flag_reason:
+            turn.flagged = True
+            turn.flag_reason = flag_reason[:200]
+        turn.finished_at = timezone.now()
+        turn.save(update_fields=["synth_message", "status", "degraded", "flagged", "flag_reason", "finished_at"])
+        event_emit(
+            session_id=turn.session_id,
+            type="synth.done",
+            seq=seq,
+            payload={
+                "turn_id": turn.pk,
+                "message_id": message.pk,
+                "completes_message_id": turn.coach_message_id,
+                "text": reply,
+                "html": rendering.markdown_to_safe_html(reply),
+                "fallback": fallback,
+            },
+        )
+        event_emit(
+            session_id=turn.session_id,
+            type="turn.done",
+            payload={
+                "turn_id": turn.pk,
+                "status": turn.status,
+                "degraded": turn.degraded,
+                "flagged": turn.flagged,
+                "missing": missing or [],
+            },
+        )
+    return True
+
+
+def turn_expire(*, turn_id: int) -> bool:
+    """The watchdog: a turn past its deadline gets the fallback reply and a flag."""
+    turn = Turn.objects.filter(pk=turn_id, status=TurnStatus.RUNNING).first()
+    if turn is None or timezone.now() < turn.deadline_at:
+        return False
+    unfinished = list(
+        AgentRun.objects.filter(turn=turn, status=RunStatus.RUNNING).values_list("agent", flat=True).distinct()
+    )
+    logger.warning("turn %s passed its deadline; unfinished agents: %s", turn_id, unfinished)
+    return turn_finish(
+        turn_id=turn_id,
+        reply=FALLBACK_REPLY,
+        fallback=True,
+        degraded=True,
+        flag_reason="deadline passed",
+        missing=unfinished,
+    )
+
+
+def turn_stop(*, turn_id: int, user_id: int) -> bool:
+    """The coachee pressed Stop: the turn ends now and nothing more is delivered for it."""
+    with transaction.atomic():
+        turn = Turn.objects.select_for_update().select_related("session").filter(pk=turn_id).first()
+        if turn is None or turn.session.coachee_id != user_id:
+            raise PermissionDenied("not your turn")
+        if turn.status != TurnStatus.RUNNING:
+            return False
+        turn.status = TurnStatus.STOPPED
+        turn.finished_at = timezone.now()
+        turn.save(update_fields=["status", "finished_at"])
+        event_emit(
+            session_id=turn.session_id,
+            type="turn.done",
+            payload={"turn_id": turn.pk, "status": turn.status, "degraded": False, "flagged": False, "missing": []},
+        )
+    return True
+
+
+def running_turn_ids(*, session_id: int) -> list[int]:
+    return list(Turn.objects.filter(session_id=session_id, status=TurnStatus.RUNNING).values_list("pk", flat=True))

@@ -1,0 +1,62 @@
+"""Celery tasks: thin wrappers over pipeline steps. They take ids and return small dicts
+(no coachee text: results live in Redis and must not hold personal data)."""
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from celery import chain, chord, group, shared_task
+from django.conf import settings
+
+from agents import pipeline, services
+from agents.models import SPECIALISTS
+
+logger = logging.getLogger(__name__)
+
+# Seconds after the deadline before the watchdog looks: the normal path finishes
+# inside the deadline, so the watchdog only ever acts on a turn that is really stuck.
+WATCHDOG_GRACE_S = 1.0
+
+
+def _never_raise(step: Callable[[], str], *, turn_id: int, agent: str) -> dict[str, Any]:
+    # A header task that raises would fail the whole chord and Synth would never run;
+    # an unexpected error (a database hiccup) costs this agent only, and the turn degrades.
+    try:
+        status = step()
+    except Exception:
+        logger.exception("%s step crashed on turn %s", agent, turn_id)
+        status = "crashed"
+    return {"turn_id": turn_id, "agent": agent, "status": status}
+
+
+@shared_task(name="coaching.shadow", acks_late=True)
+def shadow_task(turn_id: int) -> dict[str, Any]:
+    return _never_raise(lambda: pipeline.shadow_step(turn_id=turn_id), turn_id=turn_id, agent="shadow")
+
+
+@shared_task(name="coaching.specialist", acks_late=True)
+def specialist_task(turn_id: int, agent: str) -> dict[str, Any]:
+    return _never_raise(lambda: pipeline.specialist_step(turn_id=turn_id, agent=agent), turn_id=turn_id, agent=agent)
+
+
+@shared_task(name="coaching.synth", acks_late=True)
+def synth_task(_specialist_results: list[dict[str, Any]], turn_id: int) -> dict[str, Any]:
+    return {"turn_id": turn_id, "agent": "synth", "status": pipeline.synth_step(turn_id=turn_id)}
+
+
+@shared_task(name="coaching.turn_watchdog", acks_late=True)
+def turn_watchdog_task(turn_id: int) -> dict[str, Any]:
+    return {"turn_id": turn_id, "expired": services.turn_expire(turn_id=turn_id)}
+
+
+def turn_canvas(turn_id: int) -> Any:
+    """shadow → chord(persona | plasticity | stability) → synth (arbitration, critic gate, delivery)."""
+    return chain(
+        shadow_task.si(turn_id),
+        chord(group(specialist_task.si(turn_id, agent) for agent in SPECIALISTS), synth_task.s(turn_id=turn_id)),
+    )
+
+
+def turn_pipeline_start(turn_id: int) -> None:
+    turn_canvas(turn_id).apply_async()
+    turn_watchdog_task.apply_async((turn_id,), countdown=settings.COACHING_TURN_DEADLINE_S + WATCHDOG_GRACE_S)

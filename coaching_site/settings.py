@@ -1,0 +1,221 @@
+"""Django settings, read from the environment in this one place, with local defaults.
+
+Every variable is documented in README.md ("Configuration").
+"""
+
+import os
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_str(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_int(name: str, default: int) -> int:
+    return int(os.environ.get(name, default))
+
+
+def env_float(name: str, default: float) -> float:
+    return float(os.environ.get(name, default))
+
+
+def env_list(name: str, default: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def database_from_url(url: str) -> dict[str, object]:
+    parsed = urlparse(url)
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": unquote(parsed.path.lstrip("/")),
+        "USER": unquote(parsed.username or ""),
+        "PASSWORD": unquote(parsed.password or ""),
+        "HOST": parsed.hostname or "",
+        "PORT": str(parsed.port or ""),
+        # Persistent connections: Daphne and the Celery thread pool reuse them across
+        # requests and tasks instead of paying a connect per turn.
+        "CONN_MAX_AGE": env_int("DATABASE_CONN_MAX_AGE", 60),
+        "CONN_HEALTH_CHECKS": True,
+    }
+
+
+DEBUG = env_bool("DJANGO_DEBUG", False)
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", "dev-only-insecure-key-set-DJANGO_SECRET_KEY-in-production")
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", "")
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "channels",
+    "agents",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "coaching_site.urls"
+ASGI_APPLICATION = "coaching_site.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": database_from_url(env_str("DATABASE_URL", "postgres://postgres@localhost:5432/coaching"))}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Redis holds three things in separate logical databases: the Celery broker, the Celery
+# result backend (whose chord counter completes the trio without polling) and the channel
+# layer. REDIS_DB_BASE lets tests run beside a running app without touching its data.
+REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379").rstrip("/")
+REDIS_DB_BASE = env_int("REDIS_DB_BASE", 0)
+
+CELERY_BROKER_URL = f"{REDIS_URL}/{REDIS_DB_BASE}"
+CELERY_RESULT_BACKEND = f"{REDIS_URL}/{REDIS_DB_BASE + 1}"
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+# LLM tasks are long and must survive a worker crash: acknowledge after the task ran,
+# hand the message back when the worker dies, and take one message at a time.
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Limits stay below the broker's visibility timeout so a slow task is killed before
+# Redis would redeliver it to a second worker.
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 600)
+CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 660)
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 900}
+CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = {"visibility_timeout": 900}
+# Chord header results must outlive the chord; 0 would mean "never expire" on some
+# backends and hangs chords on others, so keep an explicit day.
+CELERY_RESULT_EXPIRES = 86400
+CELERY_TASK_ALWAYS_EAGER = False
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {
+            "hosts": [f"{REDIS_URL}/{REDIS_DB_BASE + 2}"],
+            # Coach deltas are batched (COACH_DELTA_BATCH_MS), so a few hundred pending
+            # messages per channel is plenty; beyond that the socket is dead anyway.
+            "capacity": 500,
+            "expiry": 60,
+        },
+    }
+}
+
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": f"{REDIS_URL}/{REDIS_DB_BASE + 3}",
+    }
+}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+PASSWORD_HASHERS = [
+    "django.contrib.auth.hashers.Argon2PasswordHasher",
+    "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "chat-home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = Path(env_str("DJANGO_STATIC_ROOT", str(BASE_DIR / "staticfiles")))
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Hashed, compressed names in production; plain files when no collectstatic ran (tests).
+    "staticfiles": {
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        if env_bool("DJANGO_STATIC_MANIFEST", True)
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
+    },
+}
+
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = False
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+if env_bool("DJANGO_SECURE", False):
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = True
+    SECURE_HSTS_SECONDS = 31536000
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# --- The coaching pipeline -------------------------------------------------------------
+# A turn always ends within this many seconds of the user's message: the stages get
+# fixed shares of it (see agents/deadlines.py) and a watchdog delivers a fallback after it.
+COACHING_TURN_DEADLINE_S = env_float("COACHING_TURN_DEADLINE_S", 180.0)
+# Coach tokens are relayed in batches: one channel-layer message per token saturates the
+# layer near 600 msg/s on 2 cores; 40 ms keeps the stream smooth to the eye.
+COACHING_COACH_DELTA_BATCH_MS = env_int("COACHING_COACH_DELTA_BATCH_MS", 40)
+# How often the partial Coach text is saved, so a reconnecting client gets what exists so far.
+COACHING_COACH_SNAPSHOT_S = env_float("COACHING_COACH_SNAPSHOT_S", 1.0)
+# Transient LLM errors (timeouts, 429, 5xx) are retried this many times, with backoff.
+COACHING_LLM_MAX_RETRIES = env_int("COACHING_LLM_MAX_RETRIES", 2)
+COACHING_LLM_RETRY_BACKOFF_S = env_float("COACHING_LLM_RETRY_BACKOFF_S", 0.5)
+# Unit tests set this to False so no code path can reach a model by accident.
+COACHING_LLM_ALLOW_REQUESTS = env_bool("COACHING_LLM_ALLOW_REQUESTS", True)
+# The biggest accepted WebSocket frame and user message.
+COACHING_MAX_FRAME_BYTES = env_int("COACHING_MAX_FRAME_BYTES", 16384)
+COACHING_MAX_MESSAGE_CHARS = env_int("COACHING_MAX_MESSAGE_CHARS", 4000)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {name: {"level": "WARNING"} for name in ("httpx", "httpx2", "openai")},
+}

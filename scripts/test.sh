@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Install everything and run every check: ruff, mypy, migrations, then the whole pytest suite
+# (integration tests with real Celery and Daphne processes, and the real-model slow tests).
+# Extra arguments go to pytest, e.g. `scripts/test.sh -m "not slow"`.
+source "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+
+ensure_postgres
+ensure_redis
+ensure_venv "$ROOT/requirements.txt" "$ROOT/requirements-dev.txt"
+ensure_embedded_llm
+export DATABASE_URL="${DATABASE_URL:-postgres://postgres@localhost:5432/coaching}"
+export DJANGO_SETTINGS_MODULE=coaching_site.settings_test
+
+say "ruff"
+"$VENV/bin/ruff" check .
+"$VENV/bin/ruff" format --check .
+say "mypy"
+"$VENV/bin/mypy" .
+say "migrations are up to date"
+"$PY" manage.py makemigrations --check --dry-run >/dev/null || die "models changed without a migration: run manage.py makemigrations"
+say "pytest"
+set +e
+"$PY" -m pytest "$@"
+status=$?
+set -e
+if [ "$status" -eq 5 ]; then die "pytest collected no tests"; fi
+exit "$status"
