@@ -10,6 +10,7 @@ failure is recorded on the AgentRun and the turn goes on without that agent (deg
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -130,7 +131,13 @@ def parse_output(completion: Completion, schema: type[AgentOutput], context: dic
     if completion.finish_reason == "length":
         raise LLMOutputError("the reply was cut off by the token limit", raw=completion.content)
     try:
-        return schema.model_validate_json(completion.content, context=context)
+        # strict=False accepts raw newlines inside strings, which grammar-constrained small
+        # models emit; anything else that is not JSON is still refused.
+        data = json.loads(completion.content, strict=False)
+    except ValueError as exc:
+        raise LLMOutputError(f"the reply is not JSON ({exc.msg})", raw=completion.content) from exc
+    try:
+        return schema.model_validate(data, context=context)
     except ValidationError as exc:
         # include_input=False: validation errors must not copy coachee text into logs.
         errors = [

@@ -119,10 +119,9 @@ class LiveStack:
 def _wait_http(url: str, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        with suppress(OSError):
-            with urllib.request.urlopen(url, timeout=1) as response:  # noqa: S310 (our own local server)
-                if response.status == 200:
-                    return
+        with suppress(OSError), urllib.request.urlopen(url, timeout=1) as response:  # noqa: S310 (local server)
+            if response.status == 200:
+                return
         time.sleep(0.2)
     raise RuntimeError(f"{url} did not answer within {timeout_s} s")
 

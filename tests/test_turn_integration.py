@@ -46,9 +46,7 @@ def script_conflict(sim: Any) -> None:
                 **specialist,
                 "script": [
                     {
-                        "risks": [
-                            {"description": "Exhaustion", "severity": 4, "detectability": 3, "reversibility": 2}
-                        ],
+                        "risks": [{"description": "Exhaustion", "severity": 4, "detectability": 3, "reversibility": 2}],
                         "blocked_moves": [SHARED_MOVE],
                         "escalation": "monitor",
                         "rationale": "Signs of strain.",
@@ -127,7 +125,9 @@ async def test_whole_turn_runs_every_agent_in_order(live_stack: LiveStack, live_
     for agent in ("coach", "shadow", "persona", "plasticity", "stability", "synth"):
         run = runs[(agent, 1)]
         assert run.status == RunStatus.SUCCEEDED, (agent, run.error)
-        assert run.prompt_tokens and run.completion_tokens and run.latency_ms is not None, agent
+        assert run.prompt_tokens, agent
+        assert run.completion_tokens, agent
+        assert run.latency_ms is not None, agent
         assert run.prompt_version_id is not None
 
     # Shadow finished before any specialist started; the three overlapped.
@@ -178,7 +178,8 @@ async def test_endpoint_down_gives_a_clear_error_and_keeps_the_message(live_stac
     assert done["degraded"] is True
     synth = next(e for e in client.events if e["type"] == "synth.done")
     assert synth["fallback"] is True
-    assert await sync_to_async(Message.objects.filter(session=session, role="user", text="Is anyone there?").count)() == 1
+    stored = Message.objects.filter(session=session, role="user", text="Is anyone there?")
+    assert await sync_to_async(stored.count)() == 1
 
 
 async def test_hung_specialist_still_ends_the_turn_by_its_deadline(live_stack: LiveStack, live_sim: Any) -> None:

@@ -47,6 +47,9 @@ def server_argv(*, host: str, port: int, threads: int) -> list[str]:
         str(CONTEXT_TOKENS),
         "--n_threads",
         str(threads),
+        # A fixed seed: the same conversation gets the same answers, run after run.
+        "--seed",
+        "0",
         # By default a new request cuts off the one being streamed, which would truncate
         # Coach whenever a Celery agent calls; queue requests instead.
         "--interrupt_requests",

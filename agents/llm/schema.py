@@ -11,6 +11,9 @@ ENUM_SOURCE_KEY = "x-enum-source"
 # llama.cpp's grammar ignores minimum/maximum, so small integer ranges become enums,
 # which its grammar does enforce. Ranges wider than this stay as they are.
 MAX_RANGE_AS_ENUM = 101
+# llama-cpp-python's grammar converter unrolls maxLength into nested rules and refuses
+# (then generates unconstrained) beyond a few hundred; longer limits are checked in Python.
+MAX_GRAMMAR_STRING_LENGTH = 256
 
 
 @functools.cache
@@ -45,17 +48,19 @@ def _inject_enums(node: Any, enums: Mapping[str, Sequence[Any]]) -> None:
             _inject_enums(item, enums)
 
 
-def _integer_ranges_as_enums(node: Any) -> None:
+def _shape_for_llamacpp_grammar(node: Any) -> None:
     if isinstance(node, dict):
         if node.get("type") == "integer" and "minimum" in node and "maximum" in node and "enum" not in node:
             low, high = int(node["minimum"]), int(node["maximum"])
             if high - low + 1 <= MAX_RANGE_AS_ENUM:
                 node["enum"] = list(range(low, high + 1))
+        if node.get("type") == "string" and node.get("maxLength", 0) > MAX_GRAMMAR_STRING_LENGTH:
+            del node["maxLength"]
         for value in node.values():
-            _integer_ranges_as_enums(value)
+            _shape_for_llamacpp_grammar(value)
     elif isinstance(node, list):
         for item in node:
-            _integer_ranges_as_enums(item)
+            _shape_for_llamacpp_grammar(item)
 
 
 def response_format_for(kind: str, name: str, schema: dict[str, Any]) -> dict[str, Any]:
@@ -64,11 +69,12 @@ def response_format_for(kind: str, name: str, schema: dict[str, Any]) -> dict[st
     - vLLM and OpenAI take the standard `json_schema` form (vLLM's old `guided_json`
       extra is silently ignored since v0.12, so it is not used).
     - llama-cpp-python's server rejects `json_schema` and takes `json_object` with a
-      `schema` key, compiled to a grammar that ignores numeric bounds.
+      `schema` key, compiled to a grammar that ignores numeric bounds and cannot hold
+      long string limits; both are reshaped here and still checked by pydantic.
     """
     if kind == "llamacpp":
         shaped = copy.deepcopy(schema)
-        _integer_ranges_as_enums(shaped)
+        _shape_for_llamacpp_grammar(shaped)
         return {"type": "json_object", "schema": shaped}
     return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
 

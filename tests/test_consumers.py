@@ -1,0 +1,157 @@
+"""The chat socket in-process: authentication, ownership, frame validation, idempotent sends."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth.models import AnonymousUser
+
+from agents import services
+from agents.consumers import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED, ChatConsumer
+from agents.models import Message, Turn
+from agents.schemas import SERVER_EVENTS
+from tests.conftest import make_coachee
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_thread_connections")]
+
+
+@pytest.fixture
+def no_pipeline(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Record turns instead of queueing Celery work; Coach is not started either."""
+    started: list[int] = []
+    monkeypatch.setattr(services, "_start_pipeline", started.append)
+
+    async def no_coach(turn_id: int) -> None:
+        return None
+
+    monkeypatch.setattr("agents.consumers.coach_stream", no_coach)
+    return started
+
+
+def communicator(user: Any, session_id: int) -> WebsocketCommunicator:
+    comm = WebsocketCommunicator(ChatConsumer.as_asgi(), f"/ws/sessions/{session_id}/")
+    comm.scope["user"] = user
+    comm.scope["url_route"] = {"kwargs": {"session_id": session_id}}
+    return comm
+
+
+async def owned_session(username: str = "coachee") -> tuple[Any, Any]:
+    user = await sync_to_async(make_coachee)(username)
+    session = await sync_to_async(services.session_start)(user_id=user.pk)
+    return user, session
+
+
+async def test_anonymous_is_refused(seeded_tx: None) -> None:
+    _, session = await owned_session()
+    comm = communicator(AnonymousUser(), session.pk)
+    connected, code = await comm.connect()
+    assert not connected
+    assert code == CLOSE_UNAUTHENTICATED
+
+
+async def test_another_coachees_session_is_refused(seeded_tx: None) -> None:
+    _, session = await owned_session("alice")
+    mallory, _ = await owned_session("mallory")
+    comm = communicator(mallory, session.pk)
+    connected, code = await comm.connect()
+    assert not connected
+    assert code == CLOSE_FORBIDDEN
+
+
+BAD_FRAMES = [
+    "not json",
+    "   ",
+    "[]",
+    "42",
+    '{"type": "user.message"}',
+    '{"type": "user.message", "client_id": 5, "text": "hi"}',
+    '{"type": "user.message", "client_id": "a b", "text": "hi"}',
+    '{"type": "user.message", "client_id": "ok", "text": "hi", "extra": 1}',
+    '{"type": "resume", "after_seq": -1}',
+    '{"type": "resume", "after_seq": "3"}',
+    '{"type": "launch.missiles"}',
+    "[" * 5000 + "]" * 5000,
+    '{"type": "ping", "x": ' + "[" * 2000 + "]" * 2000 + "}",
+    json.dumps({"type": "user.message", "client_id": "big", "text": "x" * 20000}),
+    '{"type": "user.message", "client_id": "u", "text": "\\ud800"}',
+]
+
+
+async def test_malformed_frames_get_errors_and_the_socket_stays_usable(seeded_tx: None, no_pipeline: list[int]) -> None:
+    user, session = await owned_session()
+    comm = communicator(user, session.pk)
+    connected, _ = await comm.connect()
+    assert connected
+    try:
+        for frame in BAD_FRAMES:
+            await comm.send_to(text_data=frame)
+            event = await comm.receive_json_from(timeout=5)
+            assert event["type"] == "error", frame[:60]
+            assert event["code"] in {"invalid_frame", "frame_too_large", "empty_message"}, (frame[:60], event)
+            SERVER_EVENTS["error"].model_validate(event)
+        await comm.send_to(bytes_data=b"\x00\x01")
+        assert (await comm.receive_json_from(timeout=5))["code"] == "binary_not_supported"
+        await comm.send_json_to({"type": "ping"})
+        assert await comm.receive_json_from(timeout=5) == {"type": "pong"}
+    finally:
+        await comm.disconnect()
+    assert no_pipeline == []
+    assert await sync_to_async(Message.objects.count)() == 0
+
+
+async def test_a_message_sent_twice_is_stored_once(seeded_tx: None, no_pipeline: list[int]) -> None:
+    user, session = await owned_session()
+    comm = communicator(user, session.pk)
+    await comm.connect()
+    try:
+        frame = {"type": "user.message", "client_id": "same-id", "text": "Hello"}
+        await comm.send_json_to(frame)
+        first = await comm.receive_json_from(timeout=5)
+        await comm.send_json_to(frame)
+        second = await comm.receive_json_from(timeout=5)
+    finally:
+        await comm.disconnect()
+    assert first["type"] == second["type"] == "message.accepted"
+    assert first == second
+    SERVER_EVENTS["message.accepted"].model_validate(first)
+    assert await sync_to_async(Message.objects.filter(session=session).count)() == 1
+    assert await sync_to_async(Turn.objects.count)() == 1
+    assert len(no_pipeline) == 1
+
+
+async def test_resume_replays_missed_events_in_order(seeded_tx: None, no_pipeline: list[int]) -> None:
+    user, session = await owned_session()
+    for n in range(3):
+        await sync_to_async(services.turn_accept)(
+            session_id=session.pk, user_id=user.pk, client_id=f"c{n}", text=f"message {n}"
+        )
+    comm = communicator(user, session.pk)
+    await comm.connect()
+    try:
+        await comm.send_json_to({"type": "resume", "after_seq": 1})
+        replayed = [await comm.receive_json_from(timeout=5) for _ in range(2)]
+        assert await comm.receive_nothing(timeout=0.3)
+    finally:
+        await comm.disconnect()
+    assert [e["seq"] for e in replayed] == [2, 3]
+    assert [e["text"] for e in replayed] == ["message 1", "message 2"]
+
+
+async def test_oversized_text_is_refused_without_storing(
+    seeded_tx: None, no_pipeline: list[int], settings: Any
+) -> None:
+    settings.COACHING_MAX_MESSAGE_CHARS = 10
+    user, session = await owned_session()
+    comm = communicator(user, session.pk)
+    await comm.connect()
+    try:
+        await comm.send_json_to({"type": "user.message", "client_id": "long", "text": "x" * 11})
+        event = await comm.receive_json_from(timeout=5)
+    finally:
+        await comm.disconnect()
+    assert event["code"] == "message_too_long"
+    assert await sync_to_async(Message.objects.count)() == 0
