@@ -110,20 +110,28 @@ def catalog_text(catalog: dict[str, MoveInfo], keys: list[str] | None = None) ->
 # --- Calling a model with bounded retries and one repair --------------------------------
 
 
-def call_with_retries(call: Callable[[float], Completion], *, deadline: float) -> tuple[Completion, int]:
-    """Retry transient errors with exponential backoff until the deadline; returns (result, calls)."""
-    attempt = 0
+@dataclass
+class CallCounter:
+    """Model calls made for one AgentRun, failed ones included."""
+
+    calls: int = 0
+
+
+def call_with_retries(call: Callable[[float], Completion], *, deadline: float, counter: CallCounter) -> Completion:
+    """Retry transient errors with exponential backoff until the deadline; permanent ones raise at once."""
+    retries = 0
     while True:
         remaining = deadline - time.time()
         if remaining < MIN_CALL_SECONDS:
             raise LLMTransientError("no time left before the stage deadline")
-        attempt += 1
+        counter.calls += 1
         try:
-            return call(remaining), attempt
+            return call(remaining)
         except LLMTransientError:
-            if attempt > settings.COACHING_LLM_MAX_RETRIES:
+            if retries >= settings.COACHING_LLM_MAX_RETRIES:
                 raise
-            backoff = settings.COACHING_LLM_RETRY_BACKOFF_S * 2 ** (attempt - 1)
+            retries += 1
+            backoff = settings.COACHING_LLM_RETRY_BACKOFF_S * 2 ** (retries - 1)
             time.sleep(min(backoff, max(0.0, (deadline - time.time()) / 2)))
 
 
@@ -187,7 +195,11 @@ def run_json_agent(
     if not config.enabled:
         return _record_failure(run, turn, started, "agent is disabled", attempts=0)
 
-    instructions = render_prompt(prompt.body, values)
+    try:
+        instructions = render_prompt(prompt.body, values)
+    except (KeyError, ValueError) as exc:
+        # An operator's prompt names a placeholder this agent is not given.
+        return _record_failure(run, turn, started, f"prompt v{prompt.version} cannot be filled: {exc}", attempts=0)
     if extra_instructions:
         instructions += "\n\n" + extra_instructions
     messages = agent_messages(shared, instructions)
@@ -207,7 +219,7 @@ def run_json_agent(
             timeout_s=timeout_s,
         )
 
-    attempts = 0
+    counter = CallCounter()
     prompt_tokens = completion_tokens = 0
     errors: list[str] = []
     raw = ""
@@ -220,19 +232,18 @@ def run_json_agent(
                     {"role": "assistant", "content": raw},
                     {"role": "user", "content": REPAIR_INSTRUCTION.format(errors="; ".join(errors[-5:]))},
                 ]
-            completion, calls = call_with_retries(call(msgs), deadline=deadline)
-            attempts += calls
+            completion = call_with_retries(call(msgs), deadline=deadline, counter=counter)
             prompt_tokens += completion.prompt_tokens or 0
             completion_tokens += completion.completion_tokens or 0
             raw = completion.content
             try:
                 output = parse_output(completion, schema, validation_context)
             except LLMOutputError as exc:
-                errors += [f"attempt {attempts}: {e}" for e in exc.errors]
+                errors += [f"attempt {counter.calls}: {e}" for e in exc.errors]
                 continue
             run.status = RunStatus.SUCCEEDED
             run.parsed_output = output.model_dump(mode="json")
-            _finish_run(run, started, attempts, prompt_tokens, completion_tokens, raw, errors)
+            _finish_run(run, started, counter.calls, prompt_tokens, completion_tokens, raw, errors)
             services.agent_status_emit(turn=turn, agent=agent, state="succeeded", ms=run.latency_ms)
             return JsonCallResult(output, run)
         raise LLMOutputError("no valid output after one repair attempt", raw=raw, errors=errors)
@@ -241,7 +252,7 @@ def run_json_agent(
         run.validation_errors = errors
         run.prompt_tokens = prompt_tokens or None
         run.completion_tokens = completion_tokens or None
-        return _record_failure(run, turn, started, f"{exc.code}: {exc}", attempts=attempts)
+        return _record_failure(run, turn, started, f"{exc.code}: {exc}", attempts=counter.calls)
 
 
 def _finish_run(
@@ -316,9 +327,7 @@ def blackboard_write(*, turn: Turn, shadow: ShadowOutput, run: AgentRun) -> Blac
     coachee_id = turn.session.coachee_id
     try:
         with transaction.atomic():
-            latest = (
-                BlackboardVersion.objects.select_for_update().filter(coachee_id=coachee_id).order_by("-version").first()
-            )
+            latest = services.blackboard_lock_latest(coachee_id=coachee_id)
             data = blackboard.merge_shadow(
                 latest.data if latest else blackboard.empty(), shadow, turn_id=turn.pk, at=timezone.now().isoformat()
             )
@@ -421,6 +430,9 @@ def arbitration_for(turn: Turn, catalog: dict[str, MoveInfo]) -> Arbitration:
         locked.brief = result.brief
         locked.escalation = result.brief["escalation"]
         locked.save(update_fields=["brief", "escalation"])
+        if locked.escalation in ("refer", "crisis"):
+            # The resources card goes out now, before Synth writes: help first.
+            services.safety_notice_emit(turn=turn, level=locked.escalation)
     turn.brief = result.brief
     return result
 

@@ -15,7 +15,8 @@ def _in_context(source: str) -> AfterValidator:
     def check(value: Any, info: ValidationInfo) -> Any:
         allowed = (info.context or {}).get(source)
         if allowed is not None and value not in allowed:
-            raise ValueError(f"{value!r} is not one of the allowed {source}")
+            # The location names the field; the value itself is not echoed (it may be coachee text).
+            raise ValueError(f"not one of the allowed {source.replace('_', ' ')}")
         return value
 
     return AfterValidator(check)
@@ -312,6 +313,27 @@ class TurnDoneEvent(ServerEvent):
     missing: list[str]
 
 
+class CrisisResourceItem(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    contact: str
+    url: str
+    description: str
+
+
+class SafetyNoticeEvent(ServerEvent):
+    type: Literal["safety.notice"]
+    seq: int
+    turn_id: int
+    level: Literal["refer", "crisis"]
+    resources: list[CrisisResourceItem]
+
+
+class SessionEndedEvent(ServerEvent):
+    type: Literal["session.ended"]
+    seq: int
+
+
 class ErrorEvent(ServerEvent):
     type: Literal["error"]
     seq: int | None = None
@@ -333,6 +355,8 @@ SERVER_EVENTS: dict[str, type[ServerEvent]] = {
     "agent.status": AgentStatusEvent,
     "synth.done": SynthDoneEvent,
     "turn.done": TurnDoneEvent,
+    "safety.notice": SafetyNoticeEvent,
+    "session.ended": SessionEndedEvent,
     "error": ErrorEvent,
     "pong": PongEvent,
 }
