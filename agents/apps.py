@@ -6,4 +6,4 @@ class AgentsConfig(AppConfig):
     verbose_name = "Coaching agents"
 
     def ready(self) -> None:
-        from agents import checks  # noqa: F401  (registers the system checks)
+        from agents import checks, signals  # noqa: F401  (registers the system checks and receivers)

@@ -6,6 +6,7 @@ supersedes the open one but keeps it; pattern classes keep their history. Lists 
 and texts length-limited, so the blackboard cannot grow without bound.
 """
 
+import uuid
 from typing import Any
 
 from agents.schemas import EvidencedItem, ShadowOutput
@@ -16,6 +17,19 @@ MAX_TEXT = 200  # characters per entry, as in the agents' schemas
 
 def empty() -> dict[str, Any]:
     return {"stated_goals": [], "revealed_priorities": [], "predictions": [], "patterns": []}
+
+
+# The lists a coachee sees on their memory page, with a label each.
+ITEM_KINDS = {
+    "stated_goals": "Goal you named",
+    "revealed_priorities": "What your actions suggest matters",
+    "predictions": "Prediction",
+    "patterns": "Pattern",
+}
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex[:12]
 
 
 def _norm(text: str) -> str:
@@ -35,6 +49,7 @@ def _accumulate(
             item["evidence"] = sorted(set(item["evidence"]) | set(entry.evidence))[-10:]
         else:
             item = {
+                "id": _new_id(),
                 "text": entry.text[:MAX_TEXT],
                 "count": 1,
                 "first_seen": at,
@@ -61,6 +76,7 @@ def merge_shadow(data: dict[str, Any], shadow: ShadowOutput, *, turn_id: int, at
     merged["predictions"].append(
         {
             **shadow.follow_through.model_dump(),
+            "id": _new_id(),
             "made_at": at,
             "source_turn": turn_id,
             "status": "open",
@@ -70,10 +86,12 @@ def merge_shadow(data: dict[str, Any], shadow: ShadowOutput, *, turn_id: int, at
     merged["predictions"] = merged["predictions"][-MAX_ITEMS:]
     merged["patterns"].append(
         {
+            "id": _new_id(),
             "pattern_class": shadow.pattern_class,
             "confidence_pct": shadow.pattern_confidence_pct,
             "at": at,
             "source_turn": turn_id,
+            "hidden": False,
         }
     )
     merged["patterns"] = merged["patterns"][-MAX_ITEMS:]
@@ -97,8 +115,61 @@ def render(data: dict[str, Any] | None) -> str:
     if open_predictions:
         p = open_predictions[-1]
         lines.append(f"Open prediction: {p['commitment']} - {p['probability_pct']}% within {p['horizon_days']} days")
-    patterns = data.get("patterns", [])
+    patterns = [p for p in data.get("patterns", []) if not p.get("hidden")]
     if patterns:
         recent = ", ".join(f"{p['pattern_class']} ({p['confidence_pct']}%)" for p in patterns[-3:])
         lines.append(f"Recent patterns: {recent}")
     return "\n".join(lines) if lines else "(nothing yet)"
+
+
+def item_text(kind: str, item: dict[str, Any]) -> str:
+    if kind == "predictions":
+        return f"{item['commitment']} ({item['probability_pct']}% within {item['horizon_days']} days)"
+    if kind == "patterns":
+        return f"{item['pattern_class'].replace('_', ' ')} ({item['confidence_pct']}% confident)"
+    return str(item["text"])
+
+
+def items_for_coachee(data: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Every item with what it says, where it came from and when, newest first."""
+    items: list[dict[str, Any]] = []
+    for kind, label in ITEM_KINDS.items():
+        for item in (data or {}).get(kind, []):
+            if kind == "predictions" and item.get("status") == "superseded":
+                continue
+            items.append(
+                {
+                    "id": item.get("id", ""),
+                    "kind": kind,
+                    "label": label,
+                    "text": item_text(kind, item),
+                    "raw": item.get("commitment") or item.get("text", ""),
+                    "editable": kind in ("stated_goals", "revealed_priorities", "predictions"),
+                    "hidden": bool(item.get("hidden")),
+                    "corrected": "original_text" in item,
+                    "source_turn": item.get("source_turn"),
+                    "when": item.get("last_seen") or item.get("made_at") or item.get("at") or "",
+                }
+            )
+    return sorted(items, key=lambda i: i["when"], reverse=True)
+
+
+def edit_item(
+    data: dict[str, Any], item_id: str, *, text: str | None = None, hidden: bool | None = None
+) -> dict[str, Any]:
+    """A new blackboard with one item corrected or (un)hidden; KeyError when there is no such item."""
+    edited = {key: [dict(item) for item in data.get(key, [])] for key in empty()}
+    for kind, items in edited.items():
+        for item in items:
+            if item.get("id") != item_id:
+                continue
+            if text is not None:
+                field = "commitment" if kind == "predictions" else "text"
+                if kind == "patterns":
+                    raise ValueError("a pattern can be hidden, not rewritten")
+                item.setdefault("original_text", item[field])
+                item[field] = text.strip()[:MAX_TEXT]
+            if hidden is not None:
+                item["hidden"] = hidden
+            return edited
+    raise KeyError(item_id)

@@ -64,11 +64,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_FORBIDDEN)
             return
         await self.channel_layer.group_add(services.session_group(self.session_id), self.channel_name)
+        await self.channel_layer.group_add(services.user_group(self.user_id), self.channel_name)
         await self.accept()
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "session_id"):
             await self.channel_layer.group_discard(services.session_group(self.session_id), self.channel_name)
+            await self.channel_layer.group_discard(services.user_group(self.user_id), self.channel_name)
 
     async def send_event(self, event: dict[str, Any]) -> None:
         await self.send(text_data=json.dumps(event))
@@ -159,6 +161,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self.send_event(message["event"])
 
     message_accepted = coach_started = coach_delta = coach_done = agent_status = synth_done = error = relay
+    safety_notice = session_ended = relay
+
+    async def connection_close(self, message: dict[str, Any]) -> None:
+        await self.close(code=message["code"])
 
     async def turn_done(self, message: dict[str, Any]) -> None:
         if message["event"].get("status") == "stopped":

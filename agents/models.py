@@ -284,6 +284,10 @@ class BlackboardVersion(models.Model):
     source_turn = models.ForeignKey(Turn, null=True, blank=True, on_delete=models.SET_NULL)
     source_agent = models.CharField(max_length=16, choices=Agent.choices, blank=True)
     prompt_version = models.ForeignKey(PromptVersion, null=True, blank=True, on_delete=models.SET_NULL)
+    # Set when a person (the coachee on their memory page) made this version.
+    edited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -319,3 +323,21 @@ class Conflict(models.Model):
 
     def __str__(self) -> str:
         return f"{self.rule} on turn {self.turn_id}"
+
+
+class CrisisResource(models.Model):
+    """Where to get human help now, per locale; operators keep this list current."""
+
+    locale = models.CharField(max_length=16, help_text="Language or region code, e.g. en, de, fr-CA.")
+    name = models.CharField(max_length=120)
+    contact = models.CharField(max_length=120, blank=True, help_text="Phone number or text line.")
+    url = models.URLField(blank=True)
+    description = models.CharField(max_length=300, blank=True)
+    order = models.PositiveSmallIntegerField(default=0)
+    active = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["locale", "order", "name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.locale})"

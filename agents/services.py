@@ -15,15 +15,17 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.db import connection, transaction
 from django.utils import timezone
 
-from agents import rendering
+from agents import blackboard, rendering
 from agents.models import (
     AgentRun,
     BlackboardVersion,
     CoachingSession,
+    CrisisResource,
     Message,
     MessageStatus,
     Role,
@@ -49,6 +51,32 @@ class SessionClosedError(Exception):
 
 def session_group(session_id: int) -> str:
     return f"coaching-session-{session_id}"
+
+
+def user_group(user_id: int) -> str:
+    return f"coaching-user-{user_id}"
+
+
+# Close codes the chat page understands: 4000 asks it to reconnect (and resume), 4001 means
+# the user logged out or changed password (go to the login page), 4401/4403 are refusals.
+CLOSE_RECONNECT = 4000
+CLOSE_LOGGED_OUT = 4001
+
+
+def _close_group(group: str, code: int) -> None:
+    layer = get_channel_layer()
+    if layer is not None:
+        async_to_sync(layer.group_send)(group, {"type": "connection.close", "code": code})
+
+
+def session_sockets_close(*, session_id: int, code: int = CLOSE_RECONNECT) -> None:
+    """Close every socket open on a session (they reconnect and resume by themselves)."""
+    _close_group(session_group(session_id), code)
+
+
+def user_sockets_close(*, user_id: int, code: int = CLOSE_LOGGED_OUT) -> None:
+    """Close every socket of a user: after logout or a password change."""
+    _close_group(user_group(user_id), code)
 
 
 def group_send_now(session_id: int, event: dict[str, Any]) -> None:
@@ -258,3 +286,61 @@ def turn_stop(*, turn_id: int, user_id: int) -> bool:
 
 def running_turn_ids(*, session_id: int) -> list[int]:
     return list(Turn.objects.filter(session_id=session_id, status=TurnStatus.RUNNING).values_list("pk", flat=True))
+
+
+def session_end(*, session_id: int, user_id: int) -> bool:
+    """The coachee ends a session: it takes no more messages; open tabs are told."""
+    with transaction.atomic():
+        session = CoachingSession.objects.select_for_update().filter(pk=session_id, coachee_id=user_id).first()
+        if session is None:
+            raise PermissionDenied("not your session")
+        if session.status == SessionStatus.ENDED:
+            return False
+        session.status = SessionStatus.ENDED
+        session.ended_at = timezone.now()
+        session.save(update_fields=["status", "ended_at"])
+        event_emit(session_id=session.pk, type="session.ended", payload={})
+    return True
+
+
+def crisis_resources_for(locale: str) -> list[dict[str, str]]:
+    """The operator-configured resources of a locale, falling back to its language, then English."""
+    candidates = [locale, locale.split("-")[0], "en"]
+    for candidate in dict.fromkeys(candidates):
+        rows = list(
+            CrisisResource.objects.filter(locale=candidate, active=True).values("name", "contact", "url", "description")
+        )
+        if rows:
+            return rows
+    return []
+
+
+def safety_notice_emit(*, turn: Turn, level: str) -> None:
+    """Show the crisis-resources card beside the reply (escalation refer or crisis)."""
+    event_emit(
+        session_id=turn.session_id,
+        type="safety.notice",
+        payload={"turn_id": turn.pk, "level": level, "resources": crisis_resources_for(turn.session.locale)},
+    )
+
+
+def blackboard_item_edit(*, coachee_id: int, item_id: str, text: str | None = None, hidden: bool | None = None) -> None:
+    """The coachee corrects or hides something the system remembers: a new version, by them."""
+    with transaction.atomic():
+        latest = blackboard_lock_latest(coachee_id=coachee_id)
+        if latest is None:
+            raise KeyError(item_id)
+        data = blackboard.edit_item(latest.data, item_id, text=text, hidden=hidden)
+        BlackboardVersion.objects.create(
+            coachee_id=coachee_id, version=latest.version + 1, data=data, edited_by_id=coachee_id
+        )
+
+
+def blackboard_lock_latest(*, coachee_id: int) -> BlackboardVersion | None:
+    """Lock a coachee's blackboard for a write (inside a transaction) and return its latest version.
+
+    The lock is on the coachee's user row, not the latest version: two writers waiting on
+    the version row would both read the same version number, and one write would be lost.
+    """
+    get_user_model().objects.select_for_update().filter(pk=coachee_id).values_list("pk", flat=True).first()
+    return BlackboardVersion.objects.filter(coachee_id=coachee_id).order_by("-version").first()

@@ -41,7 +41,21 @@ def specialist_task(turn_id: int, agent: str) -> dict[str, Any]:
 
 @shared_task(name="coaching.synth", acks_late=True)
 def synth_task(_specialist_results: list[dict[str, Any]], turn_id: int) -> dict[str, Any]:
-    return {"turn_id": turn_id, "agent": "synth", "status": pipeline.synth_step(turn_id=turn_id)}
+    try:
+        status = pipeline.synth_step(turn_id=turn_id)
+    except Exception:
+        # Do not leave the coachee waiting for the watchdog: deliver the fallback now.
+        logger.exception("synth step crashed on turn %s", turn_id)
+        delivered = services.turn_finish(
+            turn_id=turn_id,
+            reply=services.FALLBACK_REPLY,
+            fallback=True,
+            degraded=True,
+            flag_reason="synth step crashed",
+            missing=["synth"],
+        )
+        status = "fallback" if delivered else "stale"
+    return {"turn_id": turn_id, "agent": "synth", "status": status}
 
 
 @shared_task(name="coaching.turn_watchdog", acks_late=True)

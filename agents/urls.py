@@ -4,7 +4,12 @@ from agents import views
 
 urlpatterns = [
     path("", views.chat_home, name="chat-home"),
+    path("accounts/signup/", views.signup, name="signup"),
+    path("accounts/password_change/", views.CoacheePasswordChangeView.as_view(), name="password_change"),
+    path("sessions/", views.session_list, name="session-list"),
     path("sessions/new/", views.session_new, name="session-new"),
     path("sessions/<int:session_id>/", views.chat_session, name="chat-session"),
+    path("sessions/<int:session_id>/end/", views.session_end, name="session-end"),
+    path("memory/", views.memory, name="memory"),
     path("healthz", views.healthz, name="healthz"),
 ]

@@ -1,12 +1,20 @@
 """The coachee's pages. The chat itself runs over the WebSocket (consumers.py)."""
 
+from typing import Any
+
+from django import forms
+from django.contrib import messages as flash
+from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import UserCreationForm
+from django.contrib.auth.views import PasswordChangeView
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse_lazy
 from django.views.decorators.http import require_POST
 
-from agents import rendering, selectors, services
+from agents import blackboard, rendering, selectors, services
 from agents.models import Role
 
 
@@ -15,6 +23,26 @@ def _user_id(request: HttpRequest) -> int:
     if user_id is None:  # login_required guarantees a user; this keeps the type honest
         raise PermissionDenied
     return int(user_id)
+
+
+def signup(request: HttpRequest) -> HttpResponse:
+    form = UserCreationForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        user = form.save()
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        return redirect("chat-home")
+    return render(request, "registration/signup.html", {"form": form})
+
+
+class CoacheePasswordChangeView(PasswordChangeView):
+    success_url = reverse_lazy("chat-home")
+
+    def form_valid(self, form: Any) -> HttpResponse:
+        response = super().form_valid(form)
+        # Sockets opened with the old password close; this tab reconnects on its new session.
+        services.user_sockets_close(user_id=_user_id(self.request))
+        flash.success(self.request, "Your password was changed.")
+        return response
 
 
 @login_required
@@ -26,10 +54,25 @@ def chat_home(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+def session_list(request: HttpRequest) -> HttpResponse:
+    return render(request, "agents/sessions.html", {"sessions": selectors.session_overview(user_id=_user_id(request))})
+
+
+@login_required
 @require_POST
 def session_new(request: HttpRequest) -> HttpResponse:
     session = services.session_start(user_id=_user_id(request))
     return redirect("chat-session", session_id=session.pk)
+
+
+@login_required
+@require_POST
+def session_end(request: HttpRequest, session_id: int) -> HttpResponse:
+    try:
+        services.session_end(session_id=session_id, user_id=_user_id(request))
+    except PermissionDenied as exc:
+        raise Http404("No such session") from exc
+    return redirect("chat-session", session_id=session_id)
 
 
 @login_required
@@ -38,6 +81,7 @@ def chat_session(request: HttpRequest, session_id: int) -> HttpResponse:
         session = services.session_for_user(session_id=session_id, user_id=_user_id(request))
     except PermissionDenied as exc:
         raise Http404("No such session") from exc
+    transcript = selectors.transcript(session_id=session.pk)
     messages = [
         {
             "id": m.pk,
@@ -46,8 +90,9 @@ def chat_session(request: HttpRequest, session_id: int) -> HttpResponse:
             "text": m.text,
             "status": m.status,
             "html": rendering.markdown_to_safe_html(m.text) if m.role == Role.SYNTH else "",
+            "completes": getattr(getattr(m, "turn_as_synth", None), "coach_message_id", None),
         }
-        for m in selectors.transcript(session_id=session.pk)
+        for m in transcript
     ]
     return render(
         request,
@@ -59,6 +104,44 @@ def chat_session(request: HttpRequest, session_id: int) -> HttpResponse:
             "sessions": selectors.sessions_of(user_id=_user_id(request))[:20],
         },
     )
+
+
+class MemoryEditForm(forms.Form):
+    item_id = forms.CharField(max_length=32)
+    action = forms.ChoiceField(choices=[("correct", "Correct"), ("hide", "Hide"), ("show", "Show again")])
+    text = forms.CharField(max_length=blackboard.MAX_TEXT, required=False, strip=True)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("action") == "correct" and not data.get("text"):
+            raise forms.ValidationError("Write the corrected text.")
+        return data
+
+
+@login_required
+def memory(request: HttpRequest) -> HttpResponse:
+    """What the coach remembers about me: correct it, or hide it from every agent."""
+    user_id = _user_id(request)
+    form = MemoryEditForm(request.POST or None)
+    if request.method == "POST":
+        if form.is_valid():
+            action = form.cleaned_data["action"]
+            try:
+                services.blackboard_item_edit(
+                    coachee_id=user_id,
+                    item_id=form.cleaned_data["item_id"],
+                    text=form.cleaned_data["text"] if action == "correct" else None,
+                    hidden={"hide": True, "show": False}.get(action),
+                )
+            except (KeyError, ValueError) as exc:
+                flash.error(request, "That item cannot be changed." if isinstance(exc, KeyError) else str(exc))
+            else:
+                flash.success(request, "Saved. The agents will see the change from your next message on.")
+                return redirect("memory")
+        else:
+            flash.error(request, " ".join(str(e) for errors in form.errors.values() for e in errors))
+    items = blackboard.items_for_coachee(selectors.blackboard_of(coachee_id=user_id))
+    return render(request, "agents/memory.html", {"items": items})
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

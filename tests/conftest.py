@@ -36,8 +36,9 @@ OUTPUT_DIR = ROOT / "test-output"
 
 
 def seed_defaults() -> None:
-    """The data migration's seed, again: transactional tests truncate tables between tests."""
-    importlib.import_module("agents.migrations.0002_seed_defaults").seed(django_apps, None)
+    """The data migrations' seeds, again: transactional tests truncate tables between tests."""
+    for migration in ("0002_seed_defaults", "0004_seed_crisis_resources"):
+        importlib.import_module(f"agents.migrations.{migration}").seed(django_apps, None)
 
 
 @pytest.fixture(autouse=True)

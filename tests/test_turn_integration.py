@@ -245,3 +245,41 @@ async def test_stop_ends_the_turn_and_nothing_more_arrives(live_stack: LiveStack
     assert turn.status == TurnStatus.STOPPED
     await asyncio.sleep(0.5)
     assert not await sync_to_async(Message.objects.filter(session=session, role="synth").exists)()
+
+
+async def test_stability_crisis_sends_the_resources_card_before_the_reply(live_stack: LiveStack, live_sim: Any) -> None:
+    live_sim.configure(
+        agents={
+            "stability": {
+                "script": [
+                    {
+                        "risks": [
+                            {
+                                "description": "Talk of not going on",
+                                "severity": 5,
+                                "detectability": 4,
+                                "reversibility": 5,
+                            }
+                        ],
+                        "blocked_moves": ["direct_challenge", "stretch_goal"],
+                        "escalation": "crisis",
+                        "rationale": "Possible danger.",
+                    }
+                ]
+            }
+        }
+    )
+    session, client = await run_turn(live_stack, text="Some days I do not see the point of anything.")
+    try:
+        await client.until(lambda e: e["type"] == "turn.done", timeout_s=60)
+    finally:
+        await client.__aexit__()
+    assert_valid_events(client.events)
+    notice = next(e for e in client.events if e["type"] == "safety.notice")
+    assert notice["level"] == "crisis"
+    assert any("988" in r["contact"] for r in notice["resources"])  # the session's locale is en
+    synth = next(e for e in client.events if e["type"] == "synth.done")
+    assert notice["seq"] < synth["seq"]
+    turn = await sync_to_async(Turn.objects.get)(session=session)
+    assert turn.escalation == "crisis"
+    assert turn.brief["allowed_moves"] == []

@@ -1,0 +1,159 @@
+"""The coachee's pages: accounts, sessions, ending a session, the memory page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.urls import reverse
+
+from agents import blackboard, services
+from agents.models import BlackboardVersion, CoachingSession, SessionEvent, SessionStatus
+from agents.schemas import EvidencedItem, FollowThroughPrediction, ShadowOutput
+from tests.conftest import make_coachee
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def closed_sockets(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    closed: list[int] = []
+    monkeypatch.setattr(services, "user_sockets_close", lambda *, user_id, code=4001: closed.append(user_id))
+    return closed
+
+
+def logged_in(username: str = "coachee") -> tuple[Client, Any]:
+    user = make_coachee(username)
+    client = Client()
+    client.force_login(user)
+    return client, user
+
+
+def test_signup_creates_an_account_and_logs_in(seeded: None) -> None:
+    client = Client()
+    response = client.post(
+        reverse("signup"),
+        {"username": "newcomer", "password1": "a-Long-pass-phrase-42", "password2": "a-Long-pass-phrase-42"},
+    )
+    assert response.status_code == 302
+    assert get_user_model().objects.filter(username="newcomer").exists()
+    assert client.get(reverse("chat-home")).status_code == 302  # on to a session, not to the login page
+    assert CoachingSession.objects.filter(coachee__username="newcomer").count() == 1
+
+
+def test_signup_shows_errors(seeded: None) -> None:
+    response = Client().post(reverse("signup"), {"username": "x", "password1": "abc", "password2": "abd"})
+    assert response.status_code == 200
+    assert b'role="alert"' in response.content
+    assert not get_user_model().objects.filter(username="x").exists()
+
+
+def test_logout_closes_the_users_sockets(seeded: None, closed_sockets: list[int]) -> None:
+    client, user = logged_in()
+    client.post(reverse("logout"))
+    assert closed_sockets == [user.pk]
+
+
+def test_password_change_closes_the_users_sockets(seeded: None, closed_sockets: list[int]) -> None:
+    client, user = logged_in()
+    user.set_password("old-pass-phrase-42")
+    user.save()
+    client.force_login(user)
+    response = client.post(
+        reverse("password_change"),
+        {
+            "old_password": "old-pass-phrase-42",
+            "new_password1": "new-Pass-phrase-43",
+            "new_password2": "new-Pass-phrase-43",
+        },
+    )
+    assert response.status_code == 302
+    assert closed_sockets == [user.pk]
+    user.refresh_from_db()
+    assert user.check_password("new-Pass-phrase-43")
+
+
+def test_session_list_shows_first_words(seeded: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(services, "_start_pipeline", lambda turn_id: None)
+    client, user = logged_in()
+    session = services.session_start(user_id=user.pk)
+    services.turn_accept(session_id=session.pk, user_id=user.pk, client_id="a", text="I want to sleep earlier")
+    response = client.get(reverse("session-list"))
+    assert b"I want to sleep earlier" in response.content
+    assert b"Continue" in response.content
+
+
+def test_ending_a_session_announces_it_and_refuses_new_messages(seeded: None) -> None:
+    client, user = logged_in()
+    session = services.session_start(user_id=user.pk)
+    response = client.post(reverse("session-end", args=[session.pk]))
+    assert response.status_code == 302
+    session.refresh_from_db()
+    assert session.status == SessionStatus.ENDED
+    assert SessionEvent.objects.filter(session=session, type="session.ended").count() == 1
+    with pytest.raises(services.SessionClosedError):
+        services.turn_accept(session_id=session.pk, user_id=user.pk, client_id="late", text="hello?")
+
+
+def test_another_coachees_session_is_not_found(seeded: None) -> None:
+    _, owner = logged_in("owner")
+    session = services.session_start(user_id=owner.pk)
+    intruder, _ = logged_in("intruder")
+    assert intruder.get(reverse("chat-session", args=[session.pk])).status_code == 404
+    assert intruder.post(reverse("session-end", args=[session.pk])).status_code == 404
+    session.refresh_from_db()
+    assert session.status == SessionStatus.OPEN
+
+
+def shadow_findings() -> ShadowOutput:
+    return ShadowOutput(
+        stated_goals=[EvidencedItem(text="Run three times a week", evidence=[])],
+        revealed_priorities=[EvidencedItem(text="Work comes first", evidence=[])],
+        follow_through=FollowThroughPrediction(
+            commitment="Run on Monday", probability_pct=40, horizon_days=7, rationale="Busy week"
+        ),
+        pattern_class="overcommitment",
+        pattern_confidence_pct=60,
+    )
+
+
+def test_memory_page_corrects_and_hides_items(seeded: None) -> None:
+    client, user = logged_in()
+    data = blackboard.merge_shadow(blackboard.empty(), shadow_findings(), turn_id=7, at="2026-11-30T10:00:00")
+    BlackboardVersion.objects.create(coachee=user, version=1, data=data)
+    goal = data["stated_goals"][0]
+    priority = data["revealed_priorities"][0]
+
+    page = client.get(reverse("memory"))
+    assert b"Run three times a week" in page.content
+    assert b"Work comes first" in page.content
+
+    client.post(reverse("memory"), {"item_id": goal["id"], "action": "correct", "text": "Run twice a week"})
+    client.post(reverse("memory"), {"item_id": priority["id"], "action": "hide"})
+
+    latest = BlackboardVersion.objects.filter(coachee=user).order_by("-version").first()
+    assert latest is not None
+    assert latest.version == 3
+    assert latest.edited_by_id == user.pk
+    rendered = blackboard.render(latest.data)
+    assert "Run twice a week" in rendered
+    assert "Work comes first" not in rendered  # hidden items reach no agent
+    assert latest.data["stated_goals"][0]["original_text"] == "Run three times a week"
+
+
+def test_memory_page_cannot_touch_another_coachees_items(seeded: None) -> None:
+    _, owner = logged_in("owner")
+    data = blackboard.merge_shadow(blackboard.empty(), shadow_findings(), turn_id=1, at="2026-11-30T10:00:00")
+    BlackboardVersion.objects.create(coachee=owner, version=1, data=data)
+    intruder, _ = logged_in("intruder")
+    response = intruder.post(reverse("memory"), {"item_id": data["stated_goals"][0]["id"], "action": "hide"}, follow=True)
+    assert b"cannot be changed" in response.content
+    assert BlackboardVersion.objects.filter(coachee=owner).count() == 1
+
+
+def test_crisis_resources_fall_back_to_language_then_english(seeded: None) -> None:
+    # Seeded by migration 0004.
+    assert services.crisis_resources_for("de-AT")[0]["contact"] == "112"
+    assert any("988" in r["contact"] for r in services.crisis_resources_for("xx"))
