@@ -13,6 +13,7 @@ from agents.models import (
     CoachingMove,
     CoachingSession,
     Conflict,
+    CrisisResource,
     Message,
     ModelEndpoint,
     PromptVersion,
@@ -119,3 +120,10 @@ class BlackboardVersionAdmin(admin.ModelAdmin):
 class ConflictAdmin(admin.ModelAdmin):
     list_display = ["turn", "rule", "left_agent", "right_agent", "created_at"]
     list_filter = ["rule"]
+
+
+@admin.register(CrisisResource)
+class CrisisResourceAdmin(admin.ModelAdmin):
+    list_display = ["locale", "order", "name", "contact", "url", "active"]
+    list_filter = ["locale", "active"]
+    list_editable = ["order", "active"]

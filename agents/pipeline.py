@@ -142,7 +142,7 @@ def parse_output(completion: Completion, schema: type[AgentOutput], context: dic
         # strict=False accepts raw newlines inside strings, which grammar-constrained small
         # models emit; anything else that is not JSON is still refused.
         data = json.loads(completion.content, strict=False)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise LLMOutputError(f"the reply is not JSON ({exc.msg})", raw=completion.content) from exc
     try:
         return schema.model_validate(data, context=context)

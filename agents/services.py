@@ -311,7 +311,7 @@ def crisis_resources_for(locale: str) -> list[dict[str, str]]:
             CrisisResource.objects.filter(locale=candidate, active=True).values("name", "contact", "url", "description")
         )
         if rows:
-            return rows
+            return [{key: str(value) for key, value in row.items()} for row in rows]
     return []
 
 

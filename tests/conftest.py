@@ -269,8 +269,9 @@ class ChatClient:
 
     async def __aenter__(self) -> ChatClient:
         from websockets.asyncio.client import connect
+        from websockets.typing import Origin
 
-        self.ws = await connect(self.url, origin=self.origin, additional_headers={"Cookie": self.cookie})  # type: ignore[arg-type]
+        self.ws = await connect(self.url, origin=Origin(self.origin), additional_headers={"Cookie": self.cookie})
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -280,9 +281,9 @@ class ChatClient:
         await self.ws.send(frame if isinstance(frame, str) else json.dumps(frame))
 
     async def next_event(self, timeout_s: float = 30) -> dict[str, Any]:
-        event = json.loads(await asyncio.wait_for(self.ws.recv(), timeout_s))
+        event: dict[str, Any] = json.loads(await asyncio.wait_for(self.ws.recv(), timeout_s))
         self.events.append(event)
-        return event  # type: ignore[no-any-return]
+        return event
 
     async def until(self, predicate: Callable[[dict[str, Any]], bool], timeout_s: float = 60) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s

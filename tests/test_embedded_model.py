@@ -84,7 +84,7 @@ async def test_a_whole_turn_on_the_embedded_model(
         await client.until(lambda e: e["type"] == "turn.done", timeout_s=840)
 
     turn = await sync_to_async(Turn.objects.get)(session=session)
-    runs = await sync_to_async(list)(AgentRun.objects.filter(turn=turn).order_by("started_at"))
+    runs = await sync_to_async(lambda: list(AgentRun.objects.filter(turn=turn).order_by("started_at")))()
     report = "\n".join(
         f"{r.agent} r{r.round} {r.status} attempts={r.attempts} {r.latency_ms} ms {r.error[:120]} "
         f"{r.validation_errors} raw={r.raw_output[:300]!r}"

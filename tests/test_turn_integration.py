@@ -132,20 +132,26 @@ async def test_whole_turn_runs_every_agent_in_order(live_stack: LiveStack, live_
 
     # Shadow finished before any specialist started; the three overlapped.
     trio = [runs[(a, 1)] for a in ("persona", "plasticity", "stability")]
-    assert runs[("shadow", 1)].finished_at <= min(r.started_at for r in trio)
-    assert max(r.started_at for r in trio) < min(r.finished_at for r in trio)
+    shadow_finished = runs[("shadow", 1)].finished_at
+    trio_finished = [r.finished_at for r in trio if r.finished_at is not None]
+    assert shadow_finished is not None
+    assert len(trio_finished) == 3
+    assert shadow_finished <= min(r.started_at for r in trio)
+    assert max(r.started_at for r in trio) < min(trio_finished)
 
     # The clash was decided by code and recorded; the blocked move never reached Synth's answer.
     synth = runs[("synth", 1)]
     assert synth.attempts == 2  # the first answer declared the blocked move and was repaired
+    assert synth.parsed_output is not None
+    assert turn.brief is not None
     assert SHARED_MOVE not in synth.parsed_output["moves_used"]
     assert SHARED_MOVE in turn.brief["blocked_moves"]
-    conflicts = await sync_to_async(list)(Conflict.objects.filter(turn=turn).values_list("rule", flat=True))
+    conflicts = await sync_to_async(lambda: list(Conflict.objects.filter(turn=turn).values_list("rule", flat=True)))()
     assert "blocked_move_dropped" in conflicts
     assert "high_risk_overrides_push" in conflicts
 
     # One message of each kind, no duplicates.
-    roles = await sync_to_async(list)(Message.objects.filter(session=session).values_list("role", flat=True))
+    roles = await sync_to_async(lambda: list(Message.objects.filter(session=session).values_list("role", flat=True)))()
     assert sorted(roles) == ["coach", "synth", "user"]
 
 
@@ -190,10 +196,12 @@ async def test_hung_specialist_still_ends_the_turn_by_its_deadline(live_stack: L
     finally:
         await client.__aexit__()
     turn = await sync_to_async(Turn.objects.get)(session=session)
+    assert turn.finished_at is not None
     assert turn.finished_at <= turn.deadline_at
     assert done["degraded"] is True
     assert "stability" in done["missing"]
     # Without Stability, Synth got the conservative brief: no pushing moves allowed.
+    assert turn.brief is not None
     assert turn.brief["strategy"] == "support"
 
 
@@ -282,4 +290,5 @@ async def test_stability_crisis_sends_the_resources_card_before_the_reply(live_s
     assert notice["seq"] < synth["seq"]
     turn = await sync_to_async(Turn.objects.get)(session=session)
     assert turn.escalation == "crisis"
+    assert turn.brief is not None
     assert turn.brief["allowed_moves"] == []
