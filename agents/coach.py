@@ -151,6 +151,7 @@ def coach_end(
             latency_ms=latency_ms,
         )
         Turn.objects.filter(pk=call.turn_id).update(coach_done_at=timezone.now())
+        services.turn_canvas_after_coach(turn_id=call.turn_id)
         services.event_emit(
             session_id=call.session_id,
             type="coach.done",
@@ -170,8 +171,14 @@ def coach_end(
 
 async def coach_stream(turn_id: int) -> None:
     """Generate the Coach reply for a turn and relay it to the session's group."""
-    call = await database_sync_to_async(coach_begin)(turn_id=turn_id)
+    try:
+        call = await database_sync_to_async(coach_begin)(turn_id=turn_id)
+    except Exception:
+        # Coach could not even start (configuration, database): the full answer still comes.
+        logger.exception("coach could not start on turn %s", turn_id)
+        call = None
     if call is None:
+        await database_sync_to_async(services.turn_canvas_after_coach)(turn_id=turn_id)
         return
     layer = get_channel_layer()
     group = services.session_group(call.session_id)

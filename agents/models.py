@@ -200,6 +200,9 @@ class Turn(models.Model):
     flagged = models.BooleanField(default=False)
     flag_reason = models.CharField(max_length=200, blank=True)
     escalation = models.CharField(max_length=8, choices=Escalation.choices, default=Escalation.NONE)
+    # With one single-slot server for Coach and Shadow, the canvas waits for Coach's reply:
+    # the coachee gets the immediate answer first instead of after Shadow.
+    canvas_after_coach = models.BooleanField(default=False)
     # The blackboard as it was when the turn began: every agent of the turn sees the same
     # one, so their shared prompt prefix is identical (Shadow's new findings go after it).
     context_blackboard = models.ForeignKey(

@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from agents import blackboard, rendering
 from agents.models import (
+    AgentConfig,
     AgentRun,
     BlackboardVersion,
     CoachingSession,
@@ -147,11 +148,13 @@ def turn_accept(*, session_id: int, user_id: int, client_id: str, text: str) -> 
             return AcceptResult(existing.turn_as_user.pk, existing.pk, created=False, event=original.payload)
         seq = _next_seq(session.pk)
         message = Message.objects.create(session=session, seq=seq, role=Role.USER, text=text, client_id=client_id)
+        canvas_after_coach = coach_shares_a_single_slot()
         turn = Turn.objects.create(
             session=session,
             user_message=message,
             deadline_at=timezone.now() + timedelta(seconds=settings.COACHING_TURN_DEADLINE_S),
             context_blackboard=BlackboardVersion.objects.filter(coachee_id=user_id).order_by("-version").first(),
+            canvas_after_coach=canvas_after_coach,
         )
         event = event_emit(
             session_id=session.pk,
@@ -160,8 +163,31 @@ def turn_accept(*, session_id: int, user_id: int, client_id: str, text: str) -> 
             payload={"turn_id": turn.pk, "message_id": message.pk, "client_id": client_id, "text": text},
         )
         turn_id = turn.pk
-        transaction.on_commit(lambda: _start_pipeline(turn_id))
+        if not canvas_after_coach:
+            transaction.on_commit(lambda: _start_pipeline(turn_id))
     return AcceptResult(turn_id, message.pk, created=True, event=event)
+
+
+def coach_shares_a_single_slot() -> bool:
+    """True when Coach and Shadow use one endpoint that serves one request at a time
+    (the embedded llama.cpp server): then Coach goes first, or it would queue behind Shadow."""
+    configs = {
+        c.agent: c for c in AgentConfig.objects.filter(agent__in=["coach", "shadow"]).select_related("endpoint")
+    }
+    coach, shadow = configs.get("coach"), configs.get("shadow")
+    return bool(
+        coach
+        and shadow
+        and coach.enabled
+        and coach.endpoint_id == shadow.endpoint_id
+        and coach.endpoint.max_concurrency <= 1
+    )
+
+
+def turn_canvas_after_coach(*, turn_id: int) -> None:
+    """Coach is done (or could not run): start the canvas if it was waiting for Coach."""
+    if Turn.objects.filter(pk=turn_id, canvas_after_coach=True, status=TurnStatus.RUNNING).exists():
+        transaction.on_commit(lambda: _start_pipeline(turn_id))
 
 
 def _start_pipeline(turn_id: int) -> None:

@@ -68,6 +68,7 @@ async def test_a_whole_turn_on_the_embedded_model(
         seed_defaults()
         endpoint = point_agents_at(embedded_model, kind="llamacpp", read_timeout_s=300)
         endpoint.model_id = MODEL_ALIAS
+        endpoint.max_concurrency = 1  # as `make run` configures it: Coach goes first
         endpoint.save()
         user = make_coachee()
         return session_start(user_id=user.pk), login_cookie("coachee", "pw-for-tests-1")

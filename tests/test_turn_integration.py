@@ -292,3 +292,21 @@ async def test_stability_crisis_sends_the_resources_card_before_the_reply(live_s
     assert turn.escalation == "crisis"
     assert turn.brief is not None
     assert turn.brief["allowed_moves"] == []
+
+
+async def test_a_single_slot_server_answers_coach_before_shadow(live_stack: LiveStack, live_sim: Any) -> None:
+    def single_slot() -> None:
+        point_agents_at(live_sim.base_url).__class__.objects.filter(name="test").update(max_concurrency=1)
+
+    await sync_to_async(single_slot)()
+    session, client = await run_turn(live_stack)
+    try:
+        done = await client.until(lambda e: e["type"] == "turn.done", timeout_s=60)
+    finally:
+        await client.__aexit__()
+    assert done["status"] == "done"
+    turn = await sync_to_async(Turn.objects.get)(session=session)
+    assert turn.canvas_after_coach is True
+    [coach] = live_sim.calls(agent="coach", turn=turn.pk)
+    [shadow] = live_sim.calls(agent="shadow", turn=turn.pk)
+    assert coach["finished_at"] <= shadow["received_at"]
