@@ -171,9 +171,7 @@ def turn_accept(*, session_id: int, user_id: int, client_id: str, text: str) -> 
 def coach_shares_a_single_slot() -> bool:
     """True when Coach and Shadow use one endpoint that serves one request at a time
     (the embedded llama.cpp server): then Coach goes first, or it would queue behind Shadow."""
-    configs = {
-        c.agent: c for c in AgentConfig.objects.filter(agent__in=["coach", "shadow"]).select_related("endpoint")
-    }
+    configs = {c.agent: c for c in AgentConfig.objects.filter(agent__in=["coach", "shadow"]).select_related("endpoint")}
     coach, shadow = configs.get("coach"), configs.get("shadow")
     return bool(
         coach

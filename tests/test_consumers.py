@@ -155,3 +155,23 @@ async def test_oversized_text_is_refused_without_storing(
         await comm.disconnect()
     assert event["code"] == "message_too_long"
     assert await sync_to_async(Message.objects.count)() == 0
+
+
+async def test_logout_closes_the_users_open_sockets(seeded_tx: None, no_pipeline: list[int]) -> None:
+    user, session = await owned_session()
+    comm = communicator(user, session.pk)
+    connected, _ = await comm.connect()
+    assert connected
+    await sync_to_async(services.user_sockets_close)(user_id=user.pk)
+    closed = await comm.receive_output(timeout=5)
+    assert closed == {"type": "websocket.close", "code": services.CLOSE_LOGGED_OUT, "reason": ""}
+
+
+async def test_the_server_can_ask_a_sessions_sockets_to_reconnect(seeded_tx: None, no_pipeline: list[int]) -> None:
+    user, session = await owned_session()
+    comm = communicator(user, session.pk)
+    await comm.connect()
+    await sync_to_async(services.session_sockets_close)(session_id=session.pk)
+    closed = await comm.receive_output(timeout=5)
+    assert closed["type"] == "websocket.close"
+    assert closed["code"] == services.CLOSE_RECONNECT
