@@ -91,7 +91,7 @@ def coach_begin(*, turn_id: int) -> CoachCall | None:
         prompt.body, {"blocked_moves": catalog_text(move_catalog(), blocked) if blocked else "none"}
     )
     with transaction.atomic():
-        seq = services._next_seq(turn.session_id)
+        seq = services.next_seq(turn.session_id)
         message = Message.objects.create(
             session_id=turn.session_id, seq=seq, role=Role.COACH, text="", status=MessageStatus.STREAMING
         )

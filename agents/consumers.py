@@ -133,11 +133,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
         _spawn(_expire_after_deadline(result.turn_id, time.time() + settings.COACHING_TURN_DEADLINE_S))
 
     async def on_resume(self, frame: ResumeFrame) -> None:
-        events = await database_sync_to_async(services.events_after)(
-            session_id=self.session_id, after_seq=frame.after_seq
-        )
-        for event in events:
-            await self.send_event(event)
+        after_seq = frame.after_seq
+        while True:
+            events = await database_sync_to_async(services.events_after)(
+                session_id=self.session_id, after_seq=after_seq
+            )
+            for event in events:
+                await self.send_event(event)
+            if len(events) < services.REPLAY_PAGE:
+                break
+            after_seq = events[-1]["seq"]
         streaming = await database_sync_to_async(services.streaming_coach_messages)(session_id=self.session_id)
         for message in streaming:
             await self.send_event(

@@ -91,7 +91,8 @@ def group_send_now(session_id: int, event: dict[str, Any]) -> None:
         logger.exception("channel layer send failed for session %s (%s)", session_id, event["type"])
 
 
-def _next_seq(session_id: int) -> int:
+def next_seq(session_id: int) -> int:
+    """The session's next sequence number (call inside the transaction that uses it)."""
     # One UPDATE … RETURNING: the row lock serialises concurrent writers of one session.
     with connection.cursor() as cursor:
         cursor.execute(
@@ -108,7 +109,7 @@ def event_emit(*, session_id: int, type: str, payload: dict[str, Any], seq: int 
     """Persist an event with the next seq (or the given one) and send it after commit."""
     with transaction.atomic():
         if seq is None:
-            seq = _next_seq(session_id)
+            seq = next_seq(session_id)
         event = {"type": type, "seq": seq, **payload}
         SessionEvent.objects.create(session_id=session_id, seq=seq, type=type, payload=event)
         transaction.on_commit(lambda: group_send_now(session_id, event))
@@ -146,7 +147,7 @@ def turn_accept(*, session_id: int, user_id: int, client_id: str, text: str) -> 
         if existing is not None:
             original = SessionEvent.objects.get(session=session, seq=existing.seq)
             return AcceptResult(existing.turn_as_user.pk, existing.pk, created=False, event=original.payload)
-        seq = _next_seq(session.pk)
+        seq = next_seq(session.pk)
         message = Message.objects.create(session=session, seq=seq, role=Role.USER, text=text, client_id=client_id)
         canvas_after_coach = coach_shares_a_single_slot()
         turn = Turn.objects.create(
@@ -194,7 +195,11 @@ def _start_pipeline(turn_id: int) -> None:
     tasks.turn_pipeline_start(turn_id)
 
 
-def events_after(*, session_id: int, after_seq: int, limit: int = 2000) -> list[dict[str, Any]]:
+# Replay page size: a client far behind gets its events in pages, not one huge query.
+REPLAY_PAGE = 500
+
+
+def events_after(*, session_id: int, after_seq: int, limit: int = REPLAY_PAGE) -> list[dict[str, Any]]:
     return list(
         SessionEvent.objects.filter(session_id=session_id, seq__gt=after_seq)
         .order_by("seq")
@@ -233,7 +238,7 @@ def turn_finish(
         turn = Turn.objects.select_for_update().filter(pk=turn_id).first()
         if turn is None or turn.status != TurnStatus.RUNNING:
             return False
-        seq = _next_seq(turn.session_id)
+        seq = next_seq(turn.session_id)
         message = Message.objects.create(session_id=turn.session_id, seq=seq, role=Role.SYNTH, text=reply)
         turn.synth_message = message
         turn.status = TurnStatus.DONE

@@ -41,7 +41,7 @@ class Chat:
         return turn.user_message, turn
 
     def reply(self, text: str, role: Role = Role.COACH) -> Message:
-        seq = services._next_seq(self.session.pk)
+        seq = services.next_seq(self.session.pk)
         return Message.objects.create(session=self.session, seq=seq, role=role, text=text)
 
 
