@@ -13,6 +13,7 @@ from agents.models import (
     CoachingMove,
     CoachingSession,
     Conflict,
+    CrisisPattern,
     CrisisResource,
     Message,
     ModelEndpoint,
@@ -127,3 +128,10 @@ class CrisisResourceAdmin(admin.ModelAdmin):
     list_display = ["locale", "order", "name", "contact", "url", "active"]
     list_filter = ["locale", "active"]
     list_editable = ["order", "active"]
+
+
+@admin.register(CrisisPattern)
+class CrisisPatternAdmin(admin.ModelAdmin):
+    list_display = ["locale", "pattern", "note", "active"]
+    list_filter = ["locale", "active"]
+    search_fields = ["pattern", "note"]

@@ -18,6 +18,10 @@ from agents.schemas import PUSHING_STRATEGIES, PersonaOutput, PlasticityOutput, 
 HIGH_RISK_SEVERITY = 4
 HIGH_RISK_PRIORITY = 36
 SAFE_STRATEGY = "support"
+CRISIS_INSTRUCTION = (
+    "The coachee may be in danger. Respond with calm care, encourage them to contact the crisis "
+    "resources shown with this reply or local emergency services now, and do nothing else."
+)
 
 
 @dataclass(frozen=True)
@@ -146,10 +150,7 @@ def arbitrate(
             )
         strategy = SAFE_STRATEGY
         if escalation == "crisis":
-            instructions.append(
-                "The coachee may be in danger. Respond with calm care, encourage them to contact the crisis "
-                "resources shown with this reply or local emergency services now, and do nothing else."
-            )
+            instructions.append(CRISIS_INSTRUCTION)
             allowed = []
         else:
             instructions.append(
@@ -169,6 +170,21 @@ def arbitrate(
         },
         conflicts=conflicts,
     )
+
+
+def arbitrate_crisis(result: Arbitration) -> Arbitration:
+    """The crisis brief, after the pre-gate recognised crisis language: no moves, human help first.
+
+    Recorded on the turn (escalation and flag), not as a Conflict: the pre-gate is not an agent.
+    """
+    brief = dict(result.brief)
+    brief.update(
+        strategy=SAFE_STRATEGY,
+        allowed_moves=[],
+        escalation="crisis",
+        instructions=[*brief["instructions"], CRISIS_INSTRUCTION],
+    )
+    return Arbitration(brief=brief, conflicts=result.conflicts)
 
 
 def render_brief(brief: dict[str, Any], catalog: dict[str, MoveInfo]) -> str:

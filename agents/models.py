@@ -344,3 +344,29 @@ class CrisisResource(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.locale})"
+
+
+class CrisisPattern(models.Model):
+    """Crisis language the pre-gate recognises before any model runs (operator-editable)."""
+
+    locale = models.CharField(max_length=16, help_text="The language it is written in (all are checked).")
+    pattern = models.CharField(max_length=300, help_text="A case-insensitive regular expression.")
+    note = models.CharField(max_length=200, blank=True)
+    active = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["locale", "pattern"]
+        constraints = [models.UniqueConstraint(fields=["locale", "pattern"], name="crisis_pattern_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.locale}: {self.pattern}"
+
+    def clean(self) -> None:
+        import re
+
+        from django.core.exceptions import ValidationError
+
+        try:
+            re.compile(self.pattern, re.IGNORECASE)
+        except re.error as exc:
+            raise ValidationError({"pattern": f"Not a valid regular expression: {exc}"}) from exc

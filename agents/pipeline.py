@@ -23,7 +23,7 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from agents import blackboard, services
-from agents.arbitration import Arbitration, MoveInfo, arbitrate, render_brief
+from agents.arbitration import Arbitration, MoveInfo, arbitrate, arbitrate_crisis, render_brief
 from agents.context import SharedContext, agent_messages, build_shared_context, fence, shared_budget
 from agents.llm.client import Completion, EndpointSpec, chat_complete
 from agents.llm.errors import LLMError, LLMOutputError, LLMTransientError
@@ -36,6 +36,7 @@ from agents.models import (
     BlackboardVersion,
     CoachingMove,
     Conflict,
+    Escalation,
     PromptStatus,
     PromptVersion,
     RunStatus,
@@ -411,6 +412,9 @@ def arbitration_for(turn: Turn, catalog: dict[str, MoveInfo]) -> Arbitration:
         stability=succeeded_as(turn, Agent.STABILITY, StabilityOutput),
         catalog=catalog,
     )
+    if turn.escalation == Escalation.CRISIS and result.brief["escalation"] != Escalation.CRISIS:
+        # The pre-gate recognised crisis language: that stands whatever Stability concluded.
+        result = arbitrate_crisis(result)
     with transaction.atomic():
         locked = Turn.objects.select_for_update().get(pk=turn.pk)
         if locked.brief is not None:  # a redelivered task: the first arbitration stands
@@ -430,8 +434,9 @@ def arbitration_for(turn: Turn, catalog: dict[str, MoveInfo]) -> Arbitration:
         locked.brief = result.brief
         locked.escalation = result.brief["escalation"]
         locked.save(update_fields=["brief", "escalation"])
-        if locked.escalation in ("refer", "crisis"):
-            # The resources card goes out now, before Synth writes: help first.
+        if locked.escalation in ("refer", "crisis") and turn.escalation == Escalation.NONE:
+            # The resources card goes out now, before Synth writes: help first. (After a
+            # pre-gate hit it is already on the page.)
             services.safety_notice_emit(turn=turn, level=locked.escalation)
     turn.brief = result.brief
     return result

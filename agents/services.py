@@ -20,13 +20,14 @@ from django.core.exceptions import PermissionDenied
 from django.db import connection, transaction
 from django.utils import timezone
 
-from agents import blackboard, rendering
+from agents import blackboard, rendering, safety
 from agents.models import (
     AgentConfig,
     AgentRun,
     BlackboardVersion,
     CoachingSession,
     CrisisResource,
+    Escalation,
     Message,
     MessageStatus,
     Role,
@@ -163,10 +164,37 @@ def turn_accept(*, session_id: int, user_id: int, client_id: str, text: str) -> 
             seq=seq,
             payload={"turn_id": turn.pk, "message_id": message.pk, "client_id": client_id, "text": text},
         )
+        match = safety.pregate(text)
+        if match is not None:
+            crisis_answer(turn=turn, match=match)
         turn_id = turn.pk
         if not canvas_after_coach:
             transaction.on_commit(lambda: _start_pipeline(turn_id))
     return AcceptResult(turn_id, message.pk, created=True, event=event)
+
+
+def crisis_answer(*, turn: Turn, match: safety.CrisisMatch) -> None:
+    """Crisis language: the resources card and a fixed calm reply now, no model involved.
+
+    The reply takes Coach's place (Coach does not run); the canvas still runs, and Synth
+    gets a crisis brief whatever Stability says (pipeline.arbitration_for).
+    """
+    turn.escalation = Escalation.CRISIS
+    turn.flagged = True
+    turn.flag_reason = f"crisis language ({match.locale} pre-gate)"
+    safety_notice_emit(turn=turn, level=Escalation.CRISIS)
+    seq = next_seq(turn.session_id)
+    reply = safety.crisis_reply(turn.session.locale)
+    message = Message.objects.create(session_id=turn.session_id, seq=seq, role=Role.COACH, text=reply)
+    turn.coach_message = message
+    turn.coach_done_at = timezone.now()
+    turn.save(update_fields=["escalation", "flagged", "flag_reason", "coach_message", "coach_done_at"])
+    event_emit(
+        session_id=turn.session_id,
+        type="coach.done",
+        seq=seq,
+        payload={"turn_id": turn.pk, "message_id": message.pk, "text": reply, "status": MessageStatus.COMPLETE},
+    )
 
 
 def coach_shares_a_single_slot() -> bool:

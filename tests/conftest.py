@@ -37,7 +37,7 @@ OUTPUT_DIR = ROOT / "test-output"
 
 def seed_defaults() -> None:
     """The data migrations' seeds, again: transactional tests truncate tables between tests."""
-    for migration in ("0002_seed_defaults", "0004_seed_crisis_resources"):
+    for migration in ("0002_seed_defaults", "0004_seed_crisis_resources", "0007_seed_crisis_patterns"):
         importlib.import_module(f"agents.migrations.{migration}").seed(django_apps, None)
 
 

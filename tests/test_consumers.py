@@ -178,3 +178,27 @@ async def test_the_server_can_ask_a_sessions_sockets_to_reconnect(seeded_tx: Non
     closed = await comm.receive_output(timeout=5)
     assert closed["type"] == "websocket.close"
     assert closed["code"] == services.CLOSE_RECONNECT
+
+
+async def test_crisis_language_gets_resources_and_a_calm_reply_with_no_model(
+    seeded_tx: None, no_pipeline: list[int]
+) -> None:
+    # no_pipeline points every agent at a port where nothing listens: no model can answer.
+    user, session = await owned_session()
+    comm = communicator(user, session.pk)
+    await comm.connect()
+    try:
+        await comm.send_json_to({"type": "user.message", "client_id": "sos", "text": "I want to end my life"})
+        events = [await comm.receive_json_from(timeout=1) for _ in range(3)]
+    finally:
+        await comm.disconnect()
+    assert [e["type"] for e in events] == ["message.accepted", "safety.notice", "coach.done"]
+    for event in events:
+        SERVER_EVENTS[event["type"]].model_validate(event)
+    assert events[1]["level"] == "crisis"
+    assert events[1]["resources"]
+    assert "emergency" in events[2]["text"]
+    turn = await sync_to_async(Turn.objects.get)(session=session)
+    assert turn.flagged is True
+    assert turn.escalation == "crisis"
+    assert turn.coach_message_id == events[2]["message_id"]

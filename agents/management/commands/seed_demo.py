@@ -17,7 +17,7 @@ COACH_PERMISSIONS = [
     "view_conflict",
     "view_blackboardversion",
 ]
-OPERATOR_MODELS = ["modelendpoint", "agentconfig", "promptversion", "coachingmove", "crisisresource"]
+OPERATOR_MODELS = ["modelendpoint", "agentconfig", "promptversion", "coachingmove", "crisisresource", "crisispattern"]
 OPERATOR_PERMISSIONS = [f"{action}_{model}" for model in OPERATOR_MODELS for action in ("view", "add", "change")]
 
 
