@@ -54,15 +54,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
+            await self.refuse(CLOSE_UNAUTHENTICATED)
+            return
+        session_id = int(self.scope["url_route"]["kwargs"]["session_id"])
+        try:
+            await database_sync_to_async(services.session_for_user)(session_id=session_id, user_id=user.pk)
+        except PermissionDenied:
+            await self.refuse(CLOSE_FORBIDDEN)
             return
         self.user_id = user.pk
-        self.session_id = int(self.scope["url_route"]["kwargs"]["session_id"])
-        try:
-            await database_sync_to_async(services.session_for_user)(session_id=self.session_id, user_id=self.user_id)
-        except PermissionDenied:
-            await self.close(code=CLOSE_FORBIDDEN)
-            return
+        self.session_id = session_id
         await self.channel_layer.group_add(services.session_group(self.session_id), self.channel_name)
         await self.channel_layer.group_add(services.user_group(self.user_id), self.channel_name)
         await self.accept()
@@ -71,6 +72,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if hasattr(self, "session_id"):
             await self.channel_layer.group_discard(services.session_group(self.session_id), self.channel_name)
             await self.channel_layer.group_discard(services.user_group(self.user_id), self.channel_name)
+
+    async def refuse(self, code: int) -> None:
+        # Accept, then close with the reason: a close before accept() is an HTTP 403 to the
+        # browser, which then only sees 1006 and cannot tell "log in again" from "not yours".
+        # Nothing is sent and no group is joined before the close.
+        await self.accept()
+        await self.close(code=code)
 
     async def send_event(self, event: dict[str, Any]) -> None:
         await self.send(text_data=json.dumps(event))

@@ -81,6 +81,9 @@ def chat_session(request: HttpRequest, session_id: int) -> HttpResponse:
         session = services.session_for_user(session_id=session_id, user_id=_user_id(request))
     except PermissionDenied as exc:
         raise Http404("No such session") from exc
+    # last_seq first: an event committed between the two reads is then replayed on connect
+    # (the page drops what it already shows), instead of being missed.
+    last_seq = selectors.last_seq(session_id=session.pk)
     transcript = selectors.transcript(session_id=session.pk)
     messages = [
         {
@@ -100,7 +103,7 @@ def chat_session(request: HttpRequest, session_id: int) -> HttpResponse:
         {
             "session": session,
             "messages": messages,
-            "last_seq": selectors.last_seq(session_id=session.pk),
+            "last_seq": last_seq,
             "sessions": selectors.sessions_of(user_id=_user_id(request))[:20],
         },
     )

@@ -50,18 +50,18 @@ async def owned_session(username: str = "coachee") -> tuple[Any, Any]:
 async def test_anonymous_is_refused(seeded_tx: None) -> None:
     _, session = await owned_session()
     comm = communicator(AnonymousUser(), session.pk)
-    connected, code = await comm.connect()
-    assert not connected
-    assert code == CLOSE_UNAUTHENTICATED
+    await comm.connect()
+    closed = await comm.receive_output(timeout=5)
+    assert closed == {"type": "websocket.close", "code": CLOSE_UNAUTHENTICATED}
 
 
 async def test_another_coachees_session_is_refused(seeded_tx: None) -> None:
     _, session = await owned_session("alice")
     mallory, _ = await owned_session("mallory")
     comm = communicator(mallory, session.pk)
-    connected, code = await comm.connect()
-    assert not connected
-    assert code == CLOSE_FORBIDDEN
+    await comm.connect()
+    closed = await comm.receive_output(timeout=5)
+    assert closed == {"type": "websocket.close", "code": CLOSE_FORBIDDEN}
 
 
 BAD_FRAMES = [

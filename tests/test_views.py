@@ -148,7 +148,9 @@ def test_memory_page_cannot_touch_another_coachees_items(seeded: None) -> None:
     data = blackboard.merge_shadow(blackboard.empty(), shadow_findings(), turn_id=1, at="2026-11-30T10:00:00")
     BlackboardVersion.objects.create(coachee=owner, version=1, data=data)
     intruder, _ = logged_in("intruder")
-    response = intruder.post(reverse("memory"), {"item_id": data["stated_goals"][0]["id"], "action": "hide"}, follow=True)
+    response = intruder.post(
+        reverse("memory"), {"item_id": data["stated_goals"][0]["id"], "action": "hide"}, follow=True
+    )
     assert b"cannot be changed" in response.content
     assert BlackboardVersion.objects.filter(coachee=owner).count() == 1
 

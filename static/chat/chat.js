@@ -1,191 +1,932 @@
-// The chat page: one WebSocket per session, events applied exactly once by their seq.
-// Streamed model text is inserted as text; only the server-sanitised Synth HTML is
-// inserted as HTML.
-(function () {
+// The coachee's chat page: one WebSocket per tab, on one coaching session.
+//
+// Nothing lost, nothing twice: events that carry a `seq` are persisted by the server and can
+// arrive out of order (Daphne and the Celery workers both send) or twice (replays after a
+// reconnect). They are applied strictly in seq order, once each. Coach deltas have no seq;
+// their character offsets tell overlaps (dropped) from gaps (held, then filled by a resume).
+//
+// Safety: model text is only ever inserted with textContent. The one exception is Synth's
+// `html`, which the server rendered from Markdown and sanitised (nh3).
+(() => {
   "use strict";
+
   const root = document.getElementById("chat");
   if (!root) return;
-  const sessionId = root.dataset.sessionId;
-  const list = document.getElementById("messages");
-  const input = document.getElementById("message-input");
-  const form = document.getElementById("composer");
-  const stopButton = document.getElementById("stop-button");
-  const statusLine = document.getElementById("status-line");
-  const notice = document.getElementById("notice");
-  const connection = document.getElementById("connection");
 
-  let lastSeq = Number(root.dataset.lastSeq || 0);
-  let socket = null;
-  let retry = 0;
-  const outbox = new Map(); // client_id -> text, until the server accepts it
-  const agents = {}; // agent -> {state, ms}
-  let runningTurn = null;
+  const byId = (id) => document.getElementById(id);
+  const dom = {
+    list: byId("messages"),
+    input: byId("message-input"),
+    form: byId("composer"),
+    send: byId("send-button"),
+    stop: byId("stop-button"),
+    status: byId("status-line"),
+    notice: byId("notice"),
+    noticeText: byId("notice-text"),
+    retry: byId("retry-button"),
+    note: byId("composer-note"),
+    connection: byId("connection"),
+    connectionText: byId("connection-text"),
+    reconnect: byId("reconnect-button"),
+    announcer: byId("announcer"),
+  };
 
-  function el(tag, cls, text) {
+  const SESSION_ID = root.dataset.sessionId;
+  const LOGIN_URL = root.dataset.loginUrl || "/accounts/login/";
+  const OUTBOX_KEY = `coaching-outbox-${SESSION_ID}`;
+  const GAP_WAIT_MS = 1000; // how long a seq or offset gap may stay open before we ask again
+  const PING_EVERY_MS = 25000;
+  const PONG_WAIT_MS = 10000;
+  const BACKOFF_BASE_MS = 500;
+  const BACKOFF_MAX_MS = 15000;
+  const CLOSE = { RECONNECT: 4000, LOGGED_OUT: 4001, UNAUTHENTICATED: 4401, FORBIDDEN: 4403 };
+  // Error codes about the frame itself: sending the same text again would fail the same way.
+  const INPUT_ERRORS = new Set(["empty_message", "message_too_long", "frame_too_large", "invalid_frame"]);
+  const ROLE_LABELS = { user: "You", coach: "Coach", synth: "Full answer" };
+  // The status line, in pipeline order: stages run one after another, agents in a stage in parallel.
+  const PIPELINE = [["shadow"], ["persona", "plasticity", "stability"], ["synth"]];
+  const AGENT_LABELS = {
+    shadow: "Shadow",
+    persona: "Persona",
+    plasticity: "Plasticity",
+    stability: "Stability",
+    synth: "Synth",
+  };
+  const STATE_WORDS = { waiting: "waiting", running: "running", done: "done", failed: "failed", stopped: "stopped" };
+
+  const state = {
+    lastSeq: Number(root.dataset.lastSeq) || 0,
+    held: new Map(), // seq -> event that arrived before the ones it follows
+    gapTimer: null,
+    gapSince: 0, // when the oldest gap still open (in seqs or in Coach offsets) was noticed
+    lastResumeAt: 0,
+    socket: null,
+    attempt: 0, // reconnect attempts since the last successful open (the backoff exponent)
+    failedHandshakes: 0,
+    reconnectTimer: null,
+    pongTimer: null,
+    tickTimer: null,
+    refused: false,
+    ended: root.dataset.sessionStatus !== "open",
+    stopWanted: false,
+    turns: new Map(), // turn_id -> {id, text, status, degraded, missing, agents, startedAt, endedAt}
+    currentTurn: null, // the turn the status line shows: the latest one
+    streams: new Map(), // coach message_id -> {text, ahead: Map(offset -> text), final}
+    retryText: null,
+  };
+  const outbox = loadOutbox(); // client_id -> text, until the server acknowledges it
+
+  // --- Small DOM helpers ------------------------------------------------------------------
+
+  function el(tag, className, text) {
     const node = document.createElement(tag);
-    if (cls) node.className = cls;
-    if (text !== undefined) node.textContent = text;
+    if (className) node.className = className;
+    if (text !== undefined && text !== null) node.textContent = text;
     return node;
   }
 
-  function bubble(role, id, text) {
-    let node = id ? list.querySelector(`[data-message-id="${id}"]`) : null;
-    if (node) return node;
-    node = el("li", `msg msg-${role}`);
-    if (id) node.dataset.messageId = id;
-    node.appendChild(el("span", "who", role === "user" ? "You" : role === "coach" ? "Coach" : "Full answer"));
-    node.appendChild(el("div", "body", text || ""));
-    list.appendChild(node);
-    node.scrollIntoView({ block: "end" });
-    return node;
+  function findMessage(id) {
+    if (id === null || id === undefined) return null;
+    return dom.list.querySelector(`li[data-message-id="${CSS.escape(String(id))}"]`);
   }
 
-  function setStatus() {
-    const order = ["shadow", "persona", "plasticity", "stability", "synth"];
-    const parts = order.map((name) => {
-      const a = agents[name];
-      if (!a) return `${name}: waiting`;
-      return a.ms != null ? `${name}: ${a.state} (${(a.ms / 1000).toFixed(1)} s)` : `${name}: ${a.state}`;
-    });
-    statusLine.textContent = parts.join(" · ");
+  function makeBubble(role, text) {
+    const li = el("li", `msg msg-${role}`);
+    li.dataset.role = role;
+    li.append(el("span", "who", ROLE_LABELS[role]), el("div", "body", text || ""));
+    return li;
   }
 
-  function showNotice(text) {
-    notice.textContent = text;
-    notice.hidden = !text;
+  function nearBottom() {
+    const list = dom.list;
+    return list.scrollHeight - list.scrollTop - list.clientHeight < 80;
+  }
+
+  function scrollToBottom() {
+    dom.list.scrollTop = dom.list.scrollHeight;
+  }
+
+  // Changes the list and keeps it scrolled to the newest message, unless the reader scrolled up.
+  function changeList(change) {
+    const stick = nearBottom();
+    change();
+    if (stick) scrollToBottom();
+  }
+
+  function announce(text) {
+    dom.announcer.textContent = text;
+  }
+
+  function seconds(ms) {
+    return `${(Math.max(0, ms) / 1000).toFixed(1)} s`;
+  }
+
+  // --- The outbox: messages typed but not yet acknowledged survive reconnects and reloads -----
+
+  function loadOutbox() {
+    try {
+      return new Map(JSON.parse(sessionStorage.getItem(OUTBOX_KEY) || "[]"));
+    } catch {
+      return new Map();
+    }
+  }
+
+  function saveOutbox() {
+    try {
+      if (outbox.size) sessionStorage.setItem(OUTBOX_KEY, JSON.stringify([...outbox]));
+      else sessionStorage.removeItem(OUTBOX_KEY);
+    } catch {
+      // Storage full or switched off: the outbox still lives in memory for this page.
+    }
   }
 
   function newClientId() {
-    return (window.crypto && crypto.randomUUID) ? crypto.randomUUID() : `c${Date.now()}${Math.random().toString(16).slice(2)}`;
+    // getRandomValues works outside secure contexts too (randomUUID does not).
+    const bytes = crypto.getRandomValues(new Uint8Array(12));
+    return `c${Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("")}`;
   }
 
-  function send(obj) {
-    if (socket && socket.readyState === WebSocket.OPEN) {
-      socket.send(JSON.stringify(obj));
-      return true;
-    }
-    return false;
+  function pendingBubble(clientId, text) {
+    const li = makeBubble("user", text);
+    li.classList.add("pending");
+    li.dataset.clientId = clientId;
+    return li;
+  }
+
+  function sendUserMessage(text) {
+    const clientId = newClientId();
+    outbox.set(clientId, text);
+    saveOutbox();
+    changeList(() => dom.list.append(pendingBubble(clientId, text)));
+    transmit({ type: "user.message", client_id: clientId, text });
   }
 
   function flushOutbox() {
-    for (const [clientId, text] of outbox) send({ type: "user.message", client_id: clientId, text });
+    for (const [clientId, text] of outbox) transmit({ type: "user.message", client_id: clientId, text });
   }
 
-  const handlers = {
-    "message.accepted"(e) {
-      outbox.delete(e.client_id);
-      const pending = e.client_id ? list.querySelector(`[data-client-id="${e.client_id}"]`) : null;
-      const node = pending || bubble("user", e.message_id, e.text);
-      node.dataset.messageId = e.message_id;
-      node.classList.remove("pending");
-      runningTurn = e.turn_id;
-      for (const k of Object.keys(agents)) delete agents[k];
-      setStatus();
-      stopButton.hidden = false;
-    },
-    "coach.started"(e) {
-      bubble("coach", e.message_id, "").dataset.status = "streaming";
-    },
-    "coach.delta"(e) {
-      const body = bubble("coach", e.message_id, "").querySelector(".body");
-      const have = body.textContent.length;
-      if (e.offset + e.text.length <= have) return; // already shown
-      if (e.offset > have) { resync(); return; } // a gap: ask for the missed part
-      body.textContent += e.text.slice(have - e.offset);
-    },
-    "coach.snapshot"(e) {
-      const body = bubble("coach", e.message_id, "").querySelector(".body");
-      if (e.text.length > body.textContent.length) body.textContent = e.text;
-    },
-    "coach.done"(e) {
-      const node = bubble("coach", e.message_id, "");
-      node.querySelector(".body").textContent = e.text;
-      node.dataset.status = e.status;
-    },
-    "agent.status"(e) {
-      agents[e.agent] = { state: e.state, ms: e.ms };
-      setStatus();
-    },
-    "synth.done"(e) {
-      const node = bubble("synth", e.message_id, "");
-      node.querySelector(".body").innerHTML = e.html; // sanitised on the server (nh3)
-      if (e.completes_message_id) node.dataset.completes = e.completes_message_id;
-      if (e.fallback) node.classList.add("fallback");
-    },
-    "turn.done"(e) {
-      runningTurn = null;
-      stopButton.hidden = true;
-      const extra = e.status === "stopped" ? "stopped" : e.degraded ? `done, with gaps (${e.missing.join(", ") || "partial"})` : "done";
-      statusLine.textContent = `Turn ${extra}.`;
-      statusLine.dataset.state = e.status === "done" && !e.degraded ? "done" : e.status;
-      if (e.degraded) showNotice("Part of the answer could not be prepared this time. You can send your message again.");
-    },
-    error(e) {
-      showNotice(e.detail || "Something went wrong.");
-    },
-    pong() {},
-  };
-
-  function apply(event) {
-    if (typeof event.seq === "number") {
-      if (event.seq <= lastSeq) return; // seen already (replay overlap, second tab)
-      lastSeq = event.seq;
+  // The server acknowledged a message: it leaves the outbox, its bubble is confirmed. Also runs
+  // for a repeated acknowledgement (a re-sent client_id), whose seq we may already have.
+  function confirmSent(event) {
+    if (!event.client_id) return;
+    if (outbox.delete(event.client_id)) saveOutbox();
+    const pending = dom.list.querySelector(`li[data-client-id="${CSS.escape(event.client_id)}"]`);
+    if (!pending) return;
+    const shown = findMessage(event.message_id);
+    if (shown && shown !== pending) {
+      pending.remove(); // the page's transcript already had it (sent just before a reload)
+      return;
     }
-    const handler = handlers[event.type];
-    if (handler) handler(event);
+    pending.dataset.messageId = event.message_id;
+    pending.dataset.seq = event.seq;
+    pending.classList.remove("pending");
   }
 
-  function resync() {
-    send({ type: "resume", after_seq: lastSeq });
+  // --- The connection -----------------------------------------------------------------------
+
+  function isOpen() {
+    return state.socket !== null && state.socket.readyState === WebSocket.OPEN;
+  }
+
+  function transmit(frame) {
+    if (!isOpen() || navigator.onLine === false) return false;
+    state.socket.send(JSON.stringify(frame));
+    return true;
+  }
+
+  function resume() {
+    state.lastResumeAt = Date.now();
+    transmit({ type: "resume", after_seq: state.lastSeq });
+  }
+
+  function setConnection(name, text) {
+    dom.connection.dataset.state = name;
+    dom.connectionText.textContent = text;
+    dom.reconnect.hidden = name !== "reconnecting";
   }
 
   function connect() {
+    clearTimeout(state.reconnectTimer);
+    state.reconnectTimer = null;
+    if (state.socket || state.refused) return;
+    if (navigator.onLine === false) {
+      setConnection("offline", "Offline. Messages you write are kept and sent when you are back online.");
+      return; // the browser's `online` event brings us back
+    }
     const scheme = location.protocol === "https:" ? "wss" : "ws";
-    socket = new WebSocket(`${scheme}://${location.host}/ws/sessions/${sessionId}/`);
-    connection.textContent = "Connecting…";
-    socket.onopen = () => {
-      retry = 0;
-      connection.textContent = "Connected";
-      connection.dataset.state = "open";
-      resync();
+    const ws = new WebSocket(`${scheme}://${location.host}/ws/sessions/${SESSION_ID}/`);
+    let opened = false;
+    state.socket = ws;
+    setConnection("connecting", state.attempt ? "Reconnecting…" : "Connecting…");
+    ws.onopen = () => {
+      opened = true;
+      state.attempt = 0;
+      state.failedHandshakes = 0;
+      setConnection("open", "Connected");
+      resume(); // first, so the server replays what we missed before anything new
       flushOutbox();
+      if (state.stopWanted && transmit({ type: "stop" })) state.stopWanted = false;
     };
-    socket.onmessage = (msg) => {
-      try { apply(JSON.parse(msg.data)); } catch (err) { console.error(err); }
-    };
-    socket.onclose = (ev) => {
-      connection.dataset.state = "closed";
-      if (ev.code === 4401 || ev.code === 4403) {
-        connection.textContent = "This session is not available to you.";
+    ws.onmessage = (message) => {
+      let event;
+      try {
+        event = JSON.parse(message.data);
+      } catch {
         return;
       }
-      const delay = Math.min(10000, 500 * 2 ** retry) * (0.75 + Math.random() / 2);
-      retry += 1;
-      connection.textContent = `Reconnecting in ${Math.round(delay / 1000)} s…`;
-      setTimeout(connect, delay);
+      if (event.type === "pong") clearPongTimer();
+      receive(event);
+    };
+    ws.onclose = (event) => {
+      if (state.socket !== ws) return; // a socket we already gave up on
+      state.socket = null;
+      clearPongTimer();
+      socketClosed(event.code, opened);
     };
   }
 
-  form.addEventListener("submit", (ev) => {
+  function socketClosed(code, opened) {
+    if (code === CLOSE.LOGGED_OUT) {
+      afterLogout();
+    } else if (code === CLOSE.UNAUTHENTICATED || code === CLOSE.FORBIDDEN) {
+      refuse();
+    } else if (code === CLOSE.RECONNECT) {
+      state.attempt = 0;
+      connect(); // the server asked: at once, then resume
+    } else {
+      // A handshake the server refused shows up as 1006 (the ASGI server answers HTTP 403 when
+      // a consumer closes before accepting). Twice in a row: ask the page itself why.
+      if (!opened && ++state.failedHandshakes >= 2) checkAccess();
+      scheduleReconnect();
+    }
+  }
+
+  function scheduleReconnect() {
+    if (state.refused || state.reconnectTimer) return;
+    if (navigator.onLine === false) {
+      connect(); // shows the offline state and waits for `online`
+      return;
+    }
+    // Exponential backoff with jitter, so many tabs do not all come back in the same instant.
+    const cap = Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** state.attempt);
+    const delay = cap / 2 + (Math.random() * cap) / 2;
+    state.attempt += 1;
+    state.reconnectTimer = setTimeout(connect, delay);
+    setConnection("reconnecting", `Connection lost. Reconnecting in ${Math.ceil(delay / 1000)} s…`);
+  }
+
+  // Forget a socket that is (or may be) dead without waiting for its closing handshake.
+  function dropSocket() {
+    const ws = state.socket;
+    if (!ws) return;
+    state.socket = null;
+    ws.onopen = ws.onmessage = ws.onclose = null;
+    clearPongTimer();
+    try {
+      ws.close();
+    } catch {
+      // already closed
+    }
+  }
+
+  function clearPongTimer() {
+    clearTimeout(state.pongTimer);
+    state.pongTimer = null;
+  }
+
+  function heartbeat() {
+    if (!transmit({ type: "ping" }) || state.pongTimer) return;
+    // No pong in time: the connection is half-open (a sleeping laptop, a changed network).
+    state.pongTimer = setTimeout(() => {
+      state.pongTimer = null;
+      dropSocket();
+      scheduleReconnect();
+    }, PONG_WAIT_MS);
+  }
+
+  // Asks for this page again: "ok", "login" (logged out), "refused" or "unknown" (no answer).
+  async function probeAccess() {
+    try {
+      const response = await fetch(location.href, { method: "HEAD", credentials: "same-origin", cache: "no-store" });
+      const loginPath = new URL(LOGIN_URL, location.href).pathname;
+      if (response.redirected && new URL(response.url).pathname === loginPath) return "login";
+      if (response.status === 404 || response.status === 403) return "refused";
+      return response.ok ? "ok" : "unknown";
+    } catch {
+      return "unknown";
+    }
+  }
+
+  async function checkAccess() {
+    const verdict = await probeAccess();
+    if (verdict === "login") goToLogin();
+    else if (verdict === "refused") refuse();
+  }
+
+  // 4001: the user logged out or changed the password. A password changed in this browser
+  // keeps our cookie valid (the other tabs share it): then simply reconnect.
+  async function afterLogout() {
+    setConnection("connecting", "Checking your login…");
+    const verdict = await probeAccess();
+    if (verdict === "ok") {
+      state.attempt = 0;
+      connect();
+    } else if (verdict === "refused") {
+      refuse();
+    } else {
+      goToLogin();
+    }
+  }
+
+  function goToLogin() {
+    setConnection("closed", "You have been logged out.");
+    state.refused = true;
+    location.assign(`${LOGIN_URL}?next=${encodeURIComponent(location.pathname)}`);
+  }
+
+  function refuse() {
+    dropSocket();
+    clearTimeout(state.reconnectTimer);
+    state.refused = true;
+    setConnection("refused", "This session is not available to you.");
+    disableComposer("This session is not available to you.");
+  }
+
+  function disableComposer(note) {
+    dom.input.disabled = true;
+    dom.send.disabled = true;
+    dom.stop.hidden = true;
+    dom.note.textContent = note;
+    dom.note.hidden = false;
+  }
+
+  // --- Applying events in seq order -----------------------------------------------------------
+
+  function receive(event) {
+    applyEvent(event);
+    gapsMaybeClosed();
+  }
+
+  function applyEvent(event) {
+    if (typeof event.seq !== "number") {
+      dispatch(event);
+      return;
+    }
+    if (event.seq <= state.lastSeq) {
+      if (event.type === "message.accepted") confirmSent(event);
+      return; // seen already: a replay overlap or a repeated acknowledgement
+    }
+    if (event.seq > state.lastSeq + 1) {
+      state.held.set(event.seq, event);
+      scheduleGapCheck();
+      return;
+    }
+    applyInOrder(event);
+    while (state.held.has(state.lastSeq + 1)) {
+      const next = state.held.get(state.lastSeq + 1);
+      state.held.delete(next.seq);
+      applyInOrder(next);
+    }
+  }
+
+  function applyInOrder(event) {
+    state.lastSeq = event.seq;
+    dispatch(event);
+  }
+
+  function dispatch(event) {
+    const handler = HANDLERS[event.type];
+    if (!handler) return; // an event type this page does not know yet
+    try {
+      handler(event);
+    } catch (error) {
+      console.error("chat: could not apply", event.type, error);
+    }
+  }
+
+  function hasGap() {
+    if (state.held.size) return true;
+    for (const s of state.streams.values()) if (!s.final && s.ahead.size) return true;
+    return false;
+  }
+
+  // A gap may close by itself (the missing event is just late); if it stays open for
+  // GAP_WAIT_MS, ask for a replay, and again every GAP_WAIT_MS until it closes.
+  function scheduleGapCheck() {
+    if (!state.gapSince) state.gapSince = Date.now();
+    if (!state.gapTimer) state.gapTimer = setTimeout(checkGap, GAP_WAIT_MS);
+  }
+
+  function checkGap() {
+    state.gapTimer = null;
+    if (!hasGap()) {
+      state.gapSince = 0;
+      return;
+    }
+    if (Date.now() - state.gapSince >= GAP_WAIT_MS) {
+      resume();
+      state.gapSince = Date.now(); // the replay gets its own GAP_WAIT_MS
+    }
+    state.gapTimer = setTimeout(checkGap, Math.max(50, GAP_WAIT_MS - (Date.now() - state.gapSince)));
+  }
+
+  function gapsMaybeClosed() {
+    if (!state.gapSince || hasGap()) return;
+    clearTimeout(state.gapTimer);
+    state.gapTimer = null;
+    state.gapSince = 0;
+  }
+
+  // --- Turns and the status line --------------------------------------------------------------
+
+  function turnFor(id) {
+    let turn = state.turns.get(id);
+    if (!turn) {
+      // A turn we did not see start (the page was loaded while it ran): it is running,
+      // since some time we do not know.
+      turn = { id, text: null, status: "running", degraded: false, missing: [], agents: {}, startedAt: null };
+      state.turns.set(id, turn);
+      if (state.currentTurn === null || id > state.currentTurn) state.currentTurn = id;
+      turnsChanged();
+    }
+    return turn;
+  }
+
+  function startTurn(id, text) {
+    const turn = turnFor(id);
+    turn.text = text;
+    if (turn.startedAt === null) turn.startedAt = Date.now();
+    state.currentTurn = id;
+    hideNotice();
+    turnsChanged();
+  }
+
+  function anyTurnRunning() {
+    for (const turn of state.turns.values()) if (turn.status === "running") return true;
+    return false;
+  }
+
+  function turnsChanged() {
+    const running = anyTurnRunning();
+    dom.stop.hidden = !running || state.ended || state.refused;
+    if (!running) {
+      dom.stop.disabled = false;
+      dom.stop.textContent = "Stop";
+    }
+    // The elapsed times tick while something runs, and stop when nothing does.
+    if (running && !state.tickTimer) state.tickTimer = setInterval(renderStatus, 200);
+    if (!running && state.tickTimer) {
+      clearInterval(state.tickTimer);
+      state.tickTimer = null;
+    }
+    renderStatus();
+  }
+
+  function agentView(turn, name) {
+    const agent = turn.agents[name];
+    if (!agent) return { state: turn.status === "running" ? "waiting" : "skipped", time: "" };
+    if (agent.state === "running") {
+      if (turn.status !== "running") return { state: "stopped", time: seconds(turn.endedAt - agent.since) };
+      return { state: "running", time: seconds(Date.now() - agent.since) };
+    }
+    return { state: agent.state, time: agent.ms === null ? "" : seconds(agent.ms) };
+  }
+
+  function renderAgent(turn, name) {
+    const view = agentView(turn, name);
+    const item = el("li", "agent");
+    item.dataset.agent = name;
+    item.dataset.state = view.state;
+    item.append(el("span", "agent-name", AGENT_LABELS[name]));
+    item.append(el("span", "visually-hidden", ` ${STATE_WORDS[view.state] || "not run"}`));
+    if (view.time) item.append(el("span", "agent-time", view.time));
+    return item;
+  }
+
+  function turnSummary(turn) {
+    const took = turn.startedAt === null ? "" : seconds((turn.endedAt || Date.now()) - turn.startedAt);
+    if (turn.status === "running") return `Working… ${took}`.trim();
+    if (turn.status === "stopped") return took ? `Stopped after ${took}` : "Stopped";
+    if (turn.status === "failed") return "Failed";
+    if (turn.degraded) return took ? `Done, with gaps (${took})` : "Done, with gaps";
+    return took ? `Done in ${took}` : "Done";
+  }
+
+  function renderStatus() {
+    const turn = state.turns.get(state.currentTurn);
+    dom.status.replaceChildren();
+    if (!turn) {
+      dom.status.dataset.state = "idle";
+      return;
+    }
+    dom.status.dataset.state = turn.status;
+    dom.status.dataset.degraded = String(Boolean(turn.degraded));
+    dom.status.dataset.turnId = turn.id;
+    const summary = el("span", "turn-summary", turnSummary(turn));
+    if (turn.status !== "running" && !Object.keys(turn.agents).length) {
+      dom.status.append(summary); // a turn that ended before we saw any of it
+      return;
+    }
+    const pipeline = el("ol", "pipeline");
+    pipeline.setAttribute("aria-label", "Agents");
+    PIPELINE.forEach((stage, index) => {
+      if (index > 0) pipeline.append(el("li", "sep stage-sep", "→"));
+      stage.forEach((name, i) => {
+        if (i > 0) pipeline.append(el("li", "sep", "·"));
+        pipeline.append(renderAgent(turn, name));
+      });
+    });
+    for (const sep of pipeline.querySelectorAll(".sep")) sep.setAttribute("aria-hidden", "true");
+    dom.status.append(pipeline, summary);
+  }
+
+  // --- Notices and Retry ----------------------------------------------------------------------
+
+  function showNotice(text, retryText) {
+    dom.noticeText.textContent = text;
+    state.retryText = retryText || null;
+    dom.retry.hidden = !state.retryText || state.ended || state.refused;
+    dom.notice.hidden = false;
+  }
+
+  function hideNotice() {
+    dom.notice.hidden = true;
+    dom.noticeText.textContent = "";
+    dom.retry.hidden = true;
+    state.retryText = null;
+  }
+
+  function lastUserText() {
+    const bubbles = dom.list.querySelectorAll("li.msg-user .body");
+    return bubbles.length ? bubbles[bubbles.length - 1].textContent : null;
+  }
+
+  function turnTrouble(turnId, text) {
+    const turn = turnId === null || turnId === undefined ? null : state.turns.get(turnId);
+    showNotice(text, (turn && turn.text) || lastUserText());
+  }
+
+  // --- Event handlers -------------------------------------------------------------------------
+
+  function onMessageAccepted(e) {
+    confirmSent(e);
+    if (!findMessage(e.message_id)) {
+      // Sent from another tab (or before a reload): no local bubble to confirm.
+      const li = makeBubble("user", e.text);
+      li.dataset.messageId = e.message_id;
+      li.dataset.seq = e.seq;
+      changeList(() => dom.list.append(li));
+    }
+    startTurn(e.turn_id, e.text);
+  }
+
+  function stream(messageId) {
+    let s = state.streams.get(messageId);
+    if (!s) {
+      const li = findMessage(messageId);
+      s = {
+        text: li ? li.querySelector(".body").textContent : "",
+        ahead: new Map(),
+        final: li ? li.dataset.status !== "streaming" : false,
+      };
+      state.streams.set(messageId, s);
+    }
+    return s;
+  }
+
+  // `piece` starts at `offset` <= text.length: keep only what extends the text.
+  function extend(text, offset, piece) {
+    return offset + piece.length > text.length ? text + piece.slice(text.length - offset) : text;
+  }
+
+  function drainAhead(s) {
+    let progressed = true;
+    while (progressed) {
+      progressed = false;
+      for (const [offset, piece] of s.ahead) {
+        if (offset > s.text.length) continue;
+        s.text = extend(s.text, offset, piece);
+        s.ahead.delete(offset);
+        progressed = true;
+      }
+    }
+  }
+
+  function renderStream(messageId) {
+    const li = findMessage(messageId);
+    if (!li) return; // coach.started (in seq order) creates the bubble and renders then
+    const s = stream(messageId);
+    const body = li.querySelector(".body");
+    if (body.textContent !== s.text) changeList(() => (body.textContent = s.text));
+  }
+
+  function coachBubble(e) {
+    let li = findMessage(e.message_id);
+    if (!li) {
+      li = makeBubble("coach", "");
+      li.dataset.messageId = e.message_id;
+      li.dataset.status = "streaming";
+      li.setAttribute("aria-busy", "true"); // screen readers read it once, when complete
+      changeList(() => dom.list.append(li));
+    }
+    li.dataset.turnId = e.turn_id;
+    return li;
+  }
+
+  function onCoachStarted(e) {
+    turnFor(e.turn_id);
+    coachBubble(e);
+    renderStream(e.message_id);
+  }
+
+  function onCoachDelta(e) {
+    turnFor(e.turn_id);
+    const s = stream(e.message_id);
+    if (s.final) return; // a late delta of a finished reply
+    if (e.offset > s.text.length) {
+      s.ahead.set(e.offset, e.text); // a gap before it: hold it until the gap is filled
+      scheduleGapCheck();
+    } else {
+      s.text = extend(s.text, e.offset, e.text);
+    }
+    drainAhead(s);
+    renderStream(e.message_id);
+  }
+
+  function onCoachSnapshot(e) {
+    const s = stream(e.message_id);
+    if (s.final) return;
+    if (e.text.length > s.text.length) s.text = e.text; // the text so far; ours may already be longer
+    drainAhead(s);
+    renderStream(e.message_id);
+  }
+
+  function onCoachDone(e) {
+    const s = stream(e.message_id);
+    s.text = e.text;
+    s.final = true;
+    s.ahead.clear();
+    const li = coachBubble(e);
+    li.dataset.status = e.status;
+    li.removeAttribute("aria-busy");
+    renderStream(e.message_id);
+  }
+
+  function onAgentStatus(e) {
+    if (!(e.agent in AGENT_LABELS)) return; // the critic runs inside Synth's stage
+    const turn = turnFor(e.turn_id);
+    const agent = turn.agents[e.agent] || {};
+    if (e.state === "started") {
+      turn.agents[e.agent] = { state: "running", since: Date.now(), ms: null };
+    } else {
+      const ms = e.ms !== null && e.ms !== undefined ? e.ms : agent.since ? Date.now() - agent.since : null;
+      turn.agents[e.agent] = { state: e.state === "succeeded" ? "done" : "failed", since: agent.since, ms };
+    }
+    if (e.turn_id === state.currentTurn) renderStatus();
+  }
+
+  function placeSynth(li, coachId) {
+    const coach = findMessage(coachId);
+    if (coach && coach.dataset.role === "coach") {
+      li.dataset.completes = coachId;
+      li.classList.add("attached");
+      coach.classList.add("completed");
+      changeList(() => coach.after(li)); // grouped right under the reply it completes
+    } else {
+      changeList(() => dom.list.append(li));
+    }
+  }
+
+  function onSynthDone(e) {
+    turnFor(e.turn_id);
+    if (!findMessage(e.message_id)) {
+      const li = makeBubble("synth", "");
+      li.dataset.messageId = e.message_id;
+      li.dataset.seq = e.seq;
+      li.dataset.status = "complete";
+      li.querySelector(".body").innerHTML = e.html; // rendered and sanitised on the server (nh3)
+      if (e.fallback) li.classList.add("fallback");
+      placeSynth(li, e.completes_message_id);
+    }
+    if (e.fallback) {
+      turnTrouble(e.turn_id, "The full answer could not be prepared this time. Your message is saved.");
+    } else {
+      announce("The full answer is ready.");
+    }
+  }
+
+  function onTurnDone(e) {
+    const turn = turnFor(e.turn_id);
+    turn.status = e.status;
+    turn.degraded = e.degraded;
+    turn.missing = e.missing || [];
+    turn.endedAt = Date.now();
+    for (const name of turn.missing) {
+      const agent = turn.agents[name];
+      if (name in AGENT_LABELS && (!agent || agent.state === "running")) {
+        turn.agents[name] = { state: "failed", since: agent && agent.since, ms: null };
+      }
+    }
+    turnsChanged();
+    if (e.status === "stopped") {
+      announce("Stopped.");
+    } else if (e.status !== "done") {
+      turnTrouble(e.turn_id, "This turn failed. Your message is saved.");
+    } else if (e.degraded) {
+      const missing = turn.missing.map((name) => AGENT_LABELS[name] || name).join(", ");
+      const why = missing ? ` (${missing} could not help this time)` : "";
+      turnTrouble(e.turn_id, `Part of the answer could not be prepared${why}.`);
+    }
+  }
+
+  function onError(e) {
+    if (e.code === "session_closed") {
+      onSessionEnded();
+      return;
+    }
+    if (e.code === "message_too_long") dropUnsendable(dom.input.maxLength);
+    if (INPUT_ERRORS.has(e.code)) {
+      showNotice(e.detail || "That message could not be sent.");
+      return;
+    }
+    turnTrouble(e.turn_id, e.detail || "Something went wrong.");
+  }
+
+  // A message the server will never take must not be re-sent on every reconnect.
+  function dropUnsendable(maxChars) {
+    for (const [clientId, text] of outbox) {
+      if (text.length <= maxChars) continue;
+      outbox.delete(clientId);
+      const li = dom.list.querySelector(`li[data-client-id="${CSS.escape(clientId)}"]`);
+      if (li) li.classList.replace("pending", "not-sent");
+    }
+    saveOutbox();
+  }
+
+  function onSessionEnded() {
+    state.ended = true;
+    disableComposer("This session has ended. Start a new session to continue.");
+    for (const li of dom.list.querySelectorAll("li.pending")) li.classList.replace("pending", "not-sent");
+    outbox.clear();
+    saveOutbox();
+    hideNotice();
+    turnsChanged();
+  }
+
+  function safeHttpUrl(raw) {
+    try {
+      const url = new URL(raw, location.href);
+      return url.protocol === "https:" || url.protocol === "http:" ? url.href : null;
+    } catch {
+      return null;
+    }
+  }
+
+  function renderResource(resource) {
+    const item = el("li", "resource");
+    item.append(el("strong", "resource-name", resource.name));
+    if (resource.contact) {
+      const contact = el("span", "resource-contact");
+      if (/^\+?[\d\s()-]{3,}$/.test(resource.contact)) {
+        const call = el("a", null, resource.contact);
+        call.href = `tel:${resource.contact.replace(/[^\d+]/g, "")}`;
+        contact.append(call);
+      } else {
+        contact.textContent = resource.contact;
+      }
+      item.append(contact);
+    }
+    const href = resource.url ? safeHttpUrl(resource.url) : null;
+    if (href) {
+      const link = el("a", "resource-url", new URL(href).host);
+      link.href = href;
+      link.target = "_blank";
+      link.rel = "noopener noreferrer";
+      item.append(link);
+    }
+    if (resource.description) item.append(el("p", "resource-description", resource.description));
+    return item;
+  }
+
+  function onSafetyNotice(e) {
+    const li = el("li", "safety");
+    li.dataset.seq = e.seq;
+    li.dataset.turnId = e.turn_id;
+    li.dataset.level = e.level;
+    const card = el("div", "safety-card");
+    card.setAttribute("role", "alert");
+    const title =
+      e.level === "crisis"
+        ? "If you are in danger or thinking about harming yourself, please reach out now."
+        : "You do not have to carry this alone. People are ready to help.";
+    card.append(el("h2", "safety-title", title));
+    const resources = Array.isArray(e.resources) ? e.resources : [];
+    if (resources.length) {
+      const list = el("ul", "resources");
+      for (const resource of resources) list.append(renderResource(resource));
+      card.append(list);
+    }
+    card.append(el("p", "safety-footer", "In immediate danger, call your local emergency number."));
+    li.append(card);
+    changeList(() => dom.list.append(li));
+  }
+
+  const HANDLERS = {
+    "message.accepted": onMessageAccepted,
+    "coach.started": onCoachStarted,
+    "coach.delta": onCoachDelta,
+    "coach.snapshot": onCoachSnapshot,
+    "coach.done": onCoachDone,
+    "agent.status": onAgentStatus,
+    "synth.done": onSynthDone,
+    "turn.done": onTurnDone,
+    "safety.notice": onSafetyNotice,
+    "session.ended": onSessionEnded,
+    error: onError,
+    pong() {},
+  };
+
+  // --- The page as the server rendered it ---------------------------------------------------
+
+  // Full answers rendered by the server go right under the Coach reply they complete.
+  function attachRenderedSynths() {
+    for (const li of dom.list.querySelectorAll("li.msg-synth[data-completes]")) {
+      const coach = findMessage(li.dataset.completes);
+      if (!coach) continue;
+      li.classList.add("attached");
+      coach.classList.add("completed");
+      if (coach.nextElementSibling !== li) coach.after(li);
+    }
+  }
+
+  function restorePage() {
+    attachRenderedSynths();
+    for (const li of dom.list.querySelectorAll('li.msg-coach[data-status="streaming"]')) {
+      li.setAttribute("aria-busy", "true");
+    }
+    for (const [clientId, text] of outbox) dom.list.append(pendingBubble(clientId, text));
+    if (state.ended) disableComposer("This session has ended. Start a new session to continue.");
+    scrollToBottom();
+  }
+
+  // --- User input ---------------------------------------------------------------------------
+
+  dom.form.addEventListener("submit", (ev) => {
     ev.preventDefault();
-    const text = input.value.trim();
+    if (state.ended || state.refused) return;
+    const text = dom.input.value.trim();
     if (!text) return;
-    const clientId = newClientId();
-    const node = bubble("user", null, text);
-    node.dataset.clientId = clientId;
-    node.classList.add("pending");
-    outbox.set(clientId, text);
-    input.value = "";
-    showNotice("");
-    send({ type: "user.message", client_id: clientId, text });
+    dom.input.value = "";
+    hideNotice();
+    sendUserMessage(text);
   });
-  input.addEventListener("keydown", (ev) => {
-    if (ev.key === "Enter" && !ev.shiftKey) {
+
+  dom.input.addEventListener("keydown", (ev) => {
+    // Enter sends; Shift+Enter is a new line; Enter that confirms an IME composition is neither.
+    if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
       ev.preventDefault();
-      form.requestSubmit();
+      dom.form.requestSubmit();
     }
   });
-  stopButton.addEventListener("click", () => send({ type: "stop" }));
-  setInterval(() => send({ type: "ping" }), 25000);
+
+  dom.stop.addEventListener("click", () => {
+    dom.stop.disabled = true;
+    dom.stop.textContent = "Stopping…";
+    if (!transmit({ type: "stop" })) state.stopWanted = true; // sent as soon as we are back
+  });
+
+  dom.retry.addEventListener("click", () => {
+    const text = state.retryText;
+    hideNotice();
+    if (text) sendUserMessage(text); // a new message with a new client_id
+  });
+
+  dom.reconnect.addEventListener("click", () => {
+    state.attempt = 0;
+    connect();
+  });
+
+  window.addEventListener("online", () => {
+    state.attempt = 0;
+    connect();
+  });
+
+  window.addEventListener("offline", () => {
+    dropSocket();
+    clearTimeout(state.reconnectTimer);
+    state.reconnectTimer = null;
+    setConnection("offline", "Offline. Messages you write are kept and sent when you are back online.");
+  });
+
+  // Phones freeze background tabs; coming back to one should not wait for the backoff.
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "visible" && !state.socket) {
+      state.attempt = 0;
+      connect();
+    }
+  });
+
+  setInterval(heartbeat, PING_EVERY_MS);
+  restorePage();
   connect();
 })();
