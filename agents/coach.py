@@ -87,9 +87,8 @@ def coach_begin(*, turn_id: int) -> CoachCall | None:
     prompt = active_prompt(Agent.COACH)
     shared = turn_shared_context(turn)
     blocked = previous_blocked_moves(turn)
-    instructions = render_prompt(
-        prompt.body, {"blocked_moves": catalog_text(move_catalog(), blocked) if blocked else "none"}
-    )
+    values = {"blocked_moves": catalog_text(move_catalog(), blocked) if blocked else "none"}
+    instructions = render_prompt(prompt.body, values)
     with transaction.atomic():
         seq = services.next_seq(turn.session_id)
         message = Message.objects.create(
@@ -103,7 +102,7 @@ def coach_begin(*, turn_id: int) -> CoachCall | None:
             endpoint=config.endpoint,
             model_id=config.endpoint.model_id,
             context_dropped=shared.dropped,
-            prompt_tokens=None,
+            prompt_values=values,
         )
         services.event_emit(
             session_id=turn.session_id,

@@ -209,6 +209,7 @@ class Turn(models.Model):
         "BlackboardVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     brief = models.JSONField(null=True, blank=True, help_text="The arbitrated brief Synth was given.")
+    shared_prompt = models.TextField(blank=True, help_text="The prompt prefix every agent of the turn was shown.")
     critic_result = models.JSONField(null=True, blank=True)
     started_at = models.DateTimeField(auto_now_add=True)
     deadline_at = models.DateTimeField()
@@ -242,6 +243,10 @@ class AgentRun(models.Model):
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     context_dropped = models.JSONField(default=dict, blank=True, help_text="What the context builder left out.")
+    # The agent's own inputs, so a draft prompt can be replayed on exactly what this run saw.
+    prompt_values = models.JSONField(default=dict, blank=True)
+    extra_instructions = models.TextField(blank=True)
+    enums = models.JSONField(default=dict, blank=True, help_text="Allowed moves and message ids.")
     raw_output = models.TextField(blank=True)
     parsed_output = models.JSONField(null=True, blank=True)
     validation_errors = models.JSONField(default=list, blank=True)

@@ -95,7 +95,12 @@ def stage_deadline(turn: Turn, stage: str) -> float:
 
 
 def turn_shared_context(turn: Turn) -> SharedContext:
-    return build_shared_context(turn, budget=shared_budget(list(AgentConfig.objects.all())))
+    shared = build_shared_context(turn, budget=shared_budget(list(AgentConfig.objects.all())))
+    if not turn.shared_prompt:
+        # Kept once per turn: what every agent was shown, for review and for replays.
+        Turn.objects.filter(pk=turn.pk, shared_prompt="").update(shared_prompt=shared.text)
+        turn.shared_prompt = shared.text
+    return shared
 
 
 def request_headers(agent: str, turn_id: int) -> dict[str, str]:
@@ -162,51 +167,34 @@ class JsonCallResult:
     run: AgentRun
 
 
-def run_json_agent(
+@dataclass
+class StructuredAnswer:
+    """What one JSON agent call (with retries and one repair) produced."""
+
+    output: AgentOutput | None
+    raw: str
+    errors: list[str]
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    failure: LLMError | None
+
+
+def complete_structured(
     *,
-    turn: Turn,
     agent: str,
-    shared: SharedContext,
-    values: dict[str, str],
+    config: AgentConfig,
+    messages: list[dict[str, str]],
     enums: dict[str, list[Any]],
     deadline: float,
-    round: int = 1,
-    extra_instructions: str = "",
-) -> JsonCallResult:
-    """Run one JSON agent once per (turn, agent, round), recording everything on its AgentRun."""
+    turn_id: int,
+) -> StructuredAnswer:
+    """Ask the agent's endpoint for schema-valid JSON: retries for transient errors, one repair
+    for invalid output. Records nothing: run_json_agent and replays record what they need."""
     schema = OUTPUT_SCHEMAS[agent]
-    run, _ = AgentRun.objects.get_or_create(turn=turn, agent=agent, round=round)
-    if run.status != RunStatus.RUNNING:
-        # Already done by an earlier delivery of this task: reuse, never redo.
-        output = schema.model_validate(run.parsed_output, context=None) if run.status == RunStatus.SUCCEEDED else None
-        return JsonCallResult(output, run)
-
-    config = AgentConfig.objects.select_related("endpoint").get(agent=agent)
-    prompt = active_prompt(agent)
     spec = EndpointSpec.from_endpoint(config.endpoint)
-    run.prompt_version = prompt
-    run.endpoint = config.endpoint
-    run.model_id = spec.model_id
-    run.context_dropped = shared.dropped
-    run.started_at = timezone.now()
-    run.save(update_fields=["prompt_version", "endpoint", "model_id", "context_dropped", "started_at"])
-    services.agent_status_emit(turn=turn, agent=agent, state="started")
-    started = time.monotonic()
-
-    if not config.enabled:
-        return _record_failure(run, turn, started, "agent is disabled", attempts=0)
-
-    try:
-        instructions = render_prompt(prompt.body, values)
-    except (KeyError, ValueError) as exc:
-        # An operator's prompt names a placeholder this agent is not given.
-        return _record_failure(run, turn, started, f"prompt v{prompt.version} cannot be filled: {exc}", attempts=0)
-    if extra_instructions:
-        instructions += "\n\n" + extra_instructions
-    messages = agent_messages(shared, instructions)
     validation_context = {key: set(vals) for key, vals in enums.items()}
-    json_schema = json_schema_for(schema, enums)
-    response_format = response_format_for(spec.kind, f"{agent}_output", json_schema)
+    response_format = response_format_for(spec.kind, f"{agent}_output", json_schema_for(schema, enums))
 
     def call(msgs: list[dict[str, str]]) -> Callable[[float], Completion]:
         return lambda timeout_s: chat_complete(
@@ -216,7 +204,7 @@ def run_json_agent(
             temperature=config.temperature,
             response_format=response_format,
             extra_body=extra_body_for(spec.kind, thinking=config.thinking),
-            headers=request_headers(agent, turn.pk),
+            headers=request_headers(agent, turn_id),
             timeout_s=timeout_s,
         )
 
@@ -242,18 +230,125 @@ def run_json_agent(
             except LLMOutputError as exc:
                 errors += [f"attempt {counter.calls}: {e}" for e in exc.errors]
                 continue
-            run.status = RunStatus.SUCCEEDED
-            run.parsed_output = output.model_dump(mode="json")
-            _finish_run(run, started, counter.calls, prompt_tokens, completion_tokens, raw, errors)
-            services.agent_status_emit(turn=turn, agent=agent, state="succeeded", ms=run.latency_ms)
-            return JsonCallResult(output, run)
+            return StructuredAnswer(output, raw, errors, counter.calls, prompt_tokens, completion_tokens, None)
         raise LLMOutputError("no valid output after one repair attempt", raw=raw, errors=errors)
     except LLMError as exc:
-        run.raw_output = raw
-        run.validation_errors = errors
-        run.prompt_tokens = prompt_tokens or None
-        run.completion_tokens = completion_tokens or None
-        return _record_failure(run, turn, started, f"{exc.code}: {exc}", attempts=counter.calls)
+        return StructuredAnswer(None, raw, errors, counter.calls, prompt_tokens, completion_tokens, exc)
+
+
+def instructions_for(body: str, values: dict[str, str], extra_instructions: str) -> str:
+    """An agent's own part of the prompt: its prompt version filled in, then per-turn additions."""
+    instructions = render_prompt(body, values)
+    return instructions + "\n\n" + extra_instructions if extra_instructions else instructions
+
+
+def run_json_agent(
+    *,
+    turn: Turn,
+    agent: str,
+    shared: SharedContext,
+    values: dict[str, str],
+    enums: dict[str, list[Any]],
+    deadline: float,
+    round: int = 1,
+    extra_instructions: str = "",
+) -> JsonCallResult:
+    """Run one JSON agent once per (turn, agent, round), recording everything on its AgentRun,
+    including the inputs a replay needs (placeholder values, additions, allowed values)."""
+    schema = OUTPUT_SCHEMAS[agent]
+    run, _ = AgentRun.objects.get_or_create(turn=turn, agent=agent, round=round)
+    if run.status != RunStatus.RUNNING:
+        # Already done by an earlier delivery of this task: reuse, never redo.
+        output = schema.model_validate(run.parsed_output, context=None) if run.status == RunStatus.SUCCEEDED else None
+        return JsonCallResult(output, run)
+
+    config = AgentConfig.objects.select_related("endpoint").get(agent=agent)
+    prompt = active_prompt(agent)
+    run.prompt_version = prompt
+    run.endpoint = config.endpoint
+    run.model_id = config.endpoint.model_id
+    run.context_dropped = shared.dropped
+    run.prompt_values = values
+    run.extra_instructions = extra_instructions
+    run.enums = enums
+    run.started_at = timezone.now()
+    run.save(
+        update_fields=[
+            "prompt_version",
+            "endpoint",
+            "model_id",
+            "context_dropped",
+            "prompt_values",
+            "extra_instructions",
+            "enums",
+            "started_at",
+        ]
+    )
+    services.agent_status_emit(turn=turn, agent=agent, state="started")
+    started = time.monotonic()
+
+    if not config.enabled:
+        return _record_failure(run, turn, started, "agent is disabled", attempts=0)
+    try:
+        instructions = instructions_for(prompt.body, values, extra_instructions)
+    except (KeyError, ValueError) as exc:
+        # An operator's prompt names a placeholder this agent is not given.
+        return _record_failure(run, turn, started, f"prompt v{prompt.version} cannot be filled: {exc}", attempts=0)
+
+    answer = complete_structured(
+        agent=agent,
+        config=config,
+        messages=agent_messages(shared, instructions),
+        enums=enums,
+        deadline=deadline,
+        turn_id=turn.pk,
+    )
+    if answer.output is None:
+        run.raw_output = answer.raw
+        run.validation_errors = answer.errors
+        run.prompt_tokens = answer.prompt_tokens or None
+        run.completion_tokens = answer.completion_tokens or None
+        failure = answer.failure or LLMOutputError("no output")
+        return _record_failure(run, turn, started, f"{failure.code}: {failure}", attempts=answer.calls)
+    run.status = RunStatus.SUCCEEDED
+    run.parsed_output = answer.output.model_dump(mode="json")
+    _finish_run(run, started, answer.calls, answer.prompt_tokens, answer.completion_tokens, answer.raw, answer.errors)
+    services.agent_status_emit(turn=turn, agent=agent, state="succeeded", ms=run.latency_ms)
+    return JsonCallResult(answer.output, run)
+
+
+@dataclass
+class ReplayResult:
+    run_id: int
+    answer: StructuredAnswer
+    latency_ms: int
+
+    @property
+    def valid(self) -> bool:
+        return self.answer.output is not None
+
+
+def agent_run_replay(*, run: AgentRun, prompt_body: str, timeout_s: float = 120.0) -> ReplayResult:
+    """Run a stored AgentRun again with another prompt body, on the same stored inputs (the
+    turn's shared prompt, placeholder values, additions and allowed values) through the agent's
+    configured endpoint. Nothing is written: the stored run is the original to compare with."""
+    if run.agent not in OUTPUT_SCHEMAS:
+        raise ValueError(f"{run.agent} runs cannot be replayed (only JSON agents)")
+    turn = run.turn
+    if not turn.shared_prompt:
+        raise ValueError("this turn predates stored prompts and cannot be replayed")
+    config = AgentConfig.objects.select_related("endpoint").get(agent=run.agent)
+    shared = SharedContext(text=turn.shared_prompt, tokens=0, message_ids=[])
+    started = time.monotonic()
+    answer = complete_structured(
+        agent=run.agent,
+        config=config,
+        messages=agent_messages(shared, instructions_for(prompt_body, run.prompt_values, run.extra_instructions)),
+        enums=run.enums,
+        deadline=time.time() + timeout_s,
+        turn_id=turn.pk,
+    )
+    return ReplayResult(run.pk, answer, int((time.monotonic() - started) * 1000))
 
 
 def _finish_run(

@@ -547,3 +547,37 @@ def test_shadow_output_round_trips_through_the_run(turn: Turn, sim: SimulatorSer
     assert output is not None
     assert output.pattern_class == "procrastination"
     assert output.stated_goals[0].evidence == [turn.user_message_id]
+
+
+# --- replay --------------------------------------------------------------------------------------
+
+
+def test_a_run_replays_with_another_prompt_on_its_stored_inputs(turn: Turn, sim: SimulatorServer) -> None:
+    pipeline.shadow_step(turn_id=turn.pk)
+    assert pipeline.specialist_step(turn_id=turn.pk, agent="plasticity") == RunStatus.SUCCEEDED
+    original = AgentRun.objects.get(turn=turn, agent="plasticity")
+    stored = (original.raw_output, original.parsed_output, original.prompt_version_id)
+    first_call = sim.calls(agent="plasticity")[-1]
+
+    result = pipeline.agent_run_replay(run=original, prompt_body="A draft: suggest moves.\n${moves}")
+
+    assert result.valid
+    assert result.answer.output is not None
+    replay_call = sim.calls(agent="plasticity")[-1]
+    assert replay_call["id"] != first_call["id"]
+    assert replay_call["messages_sha"] != first_call["messages_sha"]  # the draft's text was sent
+    original.refresh_from_db()
+    assert (original.raw_output, original.parsed_output, original.prompt_version_id) == stored
+    assert AgentRun.objects.filter(turn=turn, agent="plasticity").count() == 1
+
+
+def test_a_replay_reports_invalid_output_without_storing_it(turn: Turn, sim: SimulatorServer) -> None:
+    pipeline.shadow_step(turn_id=turn.pk)
+    pipeline.specialist_step(turn_id=turn.pk, agent="persona")
+    run = AgentRun.objects.get(turn=turn, agent="persona")
+    sim.configure(agents={"persona": {"fault": "invalid_json"}})
+    result = pipeline.agent_run_replay(run=run, prompt_body="Say anything.")
+    assert not result.valid
+    assert result.answer.errors
+    run.refresh_from_db()
+    assert run.status == RunStatus.SUCCEEDED
