@@ -83,6 +83,9 @@ class PromptVersion(models.Model):
     source_sha256 = models.CharField(max_length=64, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
+    activated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     activated_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -375,3 +378,40 @@ class CrisisPattern(models.Model):
             re.compile(self.pattern, re.IGNORECASE)
         except re.error as exc:
             raise ValidationError({"pattern": f"Not a valid regular expression: {exc}"}) from exc
+
+
+class CoachAssignment(models.Model):
+    """Which coachees a coach (a person) reviews; coaches see only these in admin."""
+
+    coach = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="coachee_assignments")
+    coachee = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="coach_assignments")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["coach", "coachee"]
+        constraints = [models.UniqueConstraint(fields=["coach", "coachee"], name="coach_assignment_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.coach} reviews {self.coachee}"
+
+
+class Annotation(models.Model):
+    """A coach's review of a turn: a rating of the full answer, a flag, a note."""
+
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="annotations")
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    rating = models.PositiveSmallIntegerField(null=True, blank=True, help_text="The full answer, 1 (poor) to 5.")
+    flagged = models.BooleanField(default=False)
+    note = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["turn", "created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(rating__isnull=True) | Q(rating__gte=1, rating__lte=5), name="annotation_rating_1_to_5"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"Annotation on turn {self.turn_id}"

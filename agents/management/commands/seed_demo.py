@@ -5,20 +5,10 @@ from pathlib import Path
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group, Permission
+from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand
 
-# Which models each staff group may see or change in admin.
-COACH_PERMISSIONS = [
-    "view_coachingsession",
-    "view_message",
-    "view_turn",
-    "view_agentrun",
-    "view_conflict",
-    "view_blackboardversion",
-]
-OPERATOR_MODELS = ["modelendpoint", "agentconfig", "promptversion", "coachingmove", "crisisresource", "crisispattern"]
-OPERATOR_PERMISSIONS = [f"{action}_{model}" for model in OPERATOR_MODELS for action in ("view", "add", "change")]
+from agents.models import CoachAssignment
 
 
 def demo_password(path: Path) -> str:
@@ -41,14 +31,14 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         password = demo_password(Path(options["password_file"]))
-        coaches, _ = Group.objects.get_or_create(name="coaches")
-        coaches.permissions.set(Permission.objects.filter(codename__in=COACH_PERMISSIONS))
-        operators, _ = Group.objects.get_or_create(name="operators")
-        operators.permissions.set(Permission.objects.filter(codename__in=OPERATOR_PERMISSIONS))
+        # The groups and their permissions come from migration 0010_roles.
+        coachees = Group.objects.get(name="coachees")
+        coaches = Group.objects.get(name="coaches")
+        operators = Group.objects.get(name="operators")
 
         User = get_user_model()
         for username, staff, group in (
-            ("coachee", False, None),
+            ("coachee", False, coachees),
             ("coach", True, coaches),
             ("operator", True, operators),
         ):
@@ -56,8 +46,11 @@ class Command(BaseCommand):
             user.is_staff = staff
             user.set_password(password)
             user.save()
-            if group is not None:
-                user.groups.add(group)
+            user.groups.add(group)
+        # The demo coach reviews the demo coachee.
+        CoachAssignment.objects.get_or_create(
+            coach=User.objects.get(username="coach"), coachee=User.objects.get(username="coachee")
+        )
         base = options["base_url"].rstrip("/")
         self.stdout.write(
             "\n".join(
