@@ -39,6 +39,18 @@ def seed_defaults() -> None:
     """The data migrations' seeds, again: transactional tests truncate tables between tests."""
     for migration in ("0002_seed_defaults", "0004_seed_crisis_resources", "0007_seed_crisis_patterns"):
         importlib.import_module(f"agents.migrations.{migration}").seed(django_apps, None)
+    seed_roles()
+
+
+def seed_roles() -> None:
+    """The role groups of migration 0010 (permissions themselves survive a flush: Django
+    recreates them after truncating)."""
+    from django.contrib.auth.models import Group, Permission
+
+    roles = importlib.import_module("agents.migrations.0010_roles").ROLES
+    for name, codenames in roles.items():
+        group, _ = Group.objects.get_or_create(name=name)
+        group.permissions.set(Permission.objects.filter(content_type__app_label="agents", codename__in=codenames))
 
 
 @pytest.fixture(autouse=True)
