@@ -10,6 +10,7 @@ import functools
 import json
 import logging
 import time
+import unicodedata
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -113,7 +114,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def on_user_message(self, frame: UserMessageFrame) -> None:
         text = frame.text.strip()
-        if not text:
+        if is_blank(text):
             await self.send_error("empty_message", "The message is empty.")
             return
         if len(text) > settings.COACHING_MAX_MESSAGE_CHARS:
@@ -193,6 +194,12 @@ def _cancel_coach(turn_id: int) -> None:
     task = _COACH_TASKS.get(turn_id)
     if task is not None and not task.done():
         task.cancel()
+
+
+def is_blank(text: str) -> bool:
+    """No visible character: only separators and control or format characters (zero-width
+    spaces, byte-order marks, direction marks) count as empty too."""
+    return all(unicodedata.category(ch)[0] in "ZC" for ch in text)
 
 
 def _describe(exc: Exception) -> str:

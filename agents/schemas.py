@@ -219,9 +219,14 @@ class UserMessageFrame(ClientFrame):
     text: Annotated[str, Field(min_length=1)]
 
 
+# The largest integer JavaScript represents exactly; far below PostgreSQL's bigint limit, which an
+# unbounded value would overflow inside the replay query.
+MAX_SEQ = 2**53 - 1
+
+
 class ResumeFrame(ClientFrame):
     type: Literal["resume"]
-    after_seq: Annotated[int, Field(ge=0)]
+    after_seq: Annotated[int, Field(ge=0, le=MAX_SEQ)]
 
 
 class StopFrame(ClientFrame):
