@@ -15,3 +15,6 @@ test-fast: ## All checks and tests except the real-model and browser ones
 
 lint: ## ruff and mypy only
 	.venv/bin/ruff check . && .venv/bin/ruff format --check . && .venv/bin/mypy .
+
+bench: ## Performance benchmark: the real stack at 1-50 coachees on the simulator, one real-model turn (minutes)
+	@scripts/bench.sh $(BENCH_ARGS)

@@ -74,12 +74,10 @@ def test_generated_bad_requests_never_get_a_server_error(seeded: None, logged_in
     statuses: dict[int, int] = {}
     for _ in range(REQUESTS // 2):
         method, path, data = bad_request(rng, session.pk)
-        if "\x00" in path or "\ud800" in path:
-            continue
         response = getattr(client, method)(path, data=data if method in ("get", "post") else None)
         statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
         assert response.status_code < 500, (method, path, str(data)[:200])
         if logged_in and not client.session.get("_auth_user_id"):
             client.force_login(user)  # a generated logout ended the session; keep probing logged in
-    assert sum(statuses.values()) >= REQUESTS // 2 - 10
+    assert sum(statuses.values()) == REQUESTS // 2
     assert any(code >= 400 for code in statuses)  # the generator does hit error paths
