@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
@@ -159,3 +160,21 @@ def test_crisis_resources_fall_back_to_language_then_english(seeded: None) -> No
     # Seeded by migration 0004.
     assert services.crisis_resources_for("de-AT")[0]["contact"] == "112"
     assert any("988" in r["contact"] for r in services.crisis_resources_for("xx"))
+
+
+def test_logins_are_throttled_after_repeated_failures(seeded: None, settings: Any) -> None:
+    username = f"target-{uuid.uuid4().hex[:8]}"  # the failure count lives in Redis, shared by tests
+    make_coachee(username, "right-pass-phrase-1")
+    client = Client()
+    for _ in range(settings.AXES_FAILURE_LIMIT - 1):
+        response = client.post(reverse("login"), {"username": username, "password": "wrong"})
+        assert response.status_code == 200  # the form again, with its error
+    last_try = client.post(reverse("login"), {"username": username, "password": "wrong"})
+    assert last_try.status_code == 429  # the failure that reaches the limit locks the pair out
+    locked = client.post(reverse("login"), {"username": username, "password": "right-pass-phrase-1"})
+    assert locked.status_code == 429
+    assert "_auth_user_id" not in client.session
+    # Another address is not locked out for this username.
+    other = Client(REMOTE_ADDR="10.9.8.7")
+    ok = other.post(reverse("login"), {"username": username, "password": "right-pass-phrase-1"})
+    assert ok.status_code == 302
