@@ -28,6 +28,7 @@ logger = logging.getLogger(__name__)
 FRAME_ADAPTER: TypeAdapter[UserMessageFrame | ResumeFrame | StopFrame | PingFrame] = TypeAdapter(InboundFrame)
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
+CLOSE_TOO_MANY_SOCKETS = 4429
 # Background work started by a socket but not owned by it: a Coach reply keeps streaming
 # (and is saved) when the socket that asked for it drops. Held here so it is not collected.
 _BACKGROUND: set[asyncio.Task[None]] = set()
@@ -63,6 +64,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         except PermissionDenied:
             await self.refuse(CLOSE_FORBIDDEN)
             return
+        if not await database_sync_to_async(services.socket_open_allowed)(user_id=user.pk):
+            await self.refuse(CLOSE_TOO_MANY_SOCKETS)
+            return
         self.user_id = user.pk
         self.session_id = session_id
         await self.channel_layer.group_add(services.session_group(self.session_id), self.channel_name)
@@ -71,6 +75,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "session_id"):
+            await database_sync_to_async(services.socket_closed)(user_id=self.user_id)
             await self.channel_layer.group_discard(services.session_group(self.session_id), self.channel_name)
             await self.channel_layer.group_discard(services.user_group(self.user_id), self.channel_name)
 
@@ -120,6 +125,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if len(text) > settings.COACHING_MAX_MESSAGE_CHARS:
             await self.send_error(
                 "message_too_long", f"Messages are limited to {settings.COACHING_MAX_MESSAGE_CHARS} characters."
+            )
+            return
+        if not await database_sync_to_async(services.turn_rate_allows)(user_id=self.user_id):
+            await self.send_error(
+                "rate_limited", f"You can send {settings.COACHING_TURNS_PER_MINUTE} messages a minute; wait a moment."
             )
             return
         try:

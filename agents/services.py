@@ -8,6 +8,7 @@ channel-layer group only after that transaction commits.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -16,6 +17,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
 from django.db import connection, transaction
 from django.utils import timezone
@@ -401,3 +403,36 @@ def blackboard_lock_latest(*, coachee_id: int) -> BlackboardVersion | None:
     """
     get_user_model().objects.select_for_update().filter(pk=coachee_id).values_list("pk", flat=True).first()
     return BlackboardVersion.objects.filter(coachee_id=coachee_id).order_by("-version").first()
+
+
+# --- Per-user limits, shared across processes through the Redis cache -------------------------
+
+# A socket count survives a crashed Daphne process for at most this long.
+SOCKET_COUNT_TTL_S = 3600
+
+
+def turn_rate_allows(*, user_id: int) -> bool:
+    """One more message this minute? A fixed one-minute window per user."""
+    key = f"coaching:turns:{user_id}:{int(time.time() // 60)}"
+    cache.add(key, 0, timeout=120)
+    return int(cache.incr(key)) <= settings.COACHING_TURNS_PER_MINUTE
+
+
+def socket_open_allowed(*, user_id: int) -> bool:
+    """Count a new socket of this user; False (and not counted) when too many are open."""
+    key = f"coaching:sockets:{user_id}"
+    cache.add(key, 0, timeout=SOCKET_COUNT_TTL_S)
+    if int(cache.incr(key)) > settings.COACHING_MAX_SOCKETS_PER_USER:
+        cache.decr(key)
+        return False
+    cache.touch(key, SOCKET_COUNT_TTL_S)
+    return True
+
+
+def socket_closed(*, user_id: int) -> None:
+    key = f"coaching:sockets:{user_id}"
+    try:
+        if int(cache.decr(key)) < 0:
+            cache.set(key, 0, timeout=SOCKET_COUNT_TTL_S)
+    except ValueError:
+        pass  # the count expired meanwhile

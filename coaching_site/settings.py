@@ -226,6 +226,10 @@ COACHING_LLM_ALLOW_REQUESTS = env_bool("COACHING_LLM_ALLOW_REQUESTS", True)
 # The biggest accepted WebSocket frame and user message.
 COACHING_MAX_FRAME_BYTES = env_int("COACHING_MAX_FRAME_BYTES", 16384)
 COACHING_MAX_MESSAGE_CHARS = env_int("COACHING_MAX_MESSAGE_CHARS", 4000)
+# Per-user limits, counted in Redis so every Daphne process shares them: messages (turns) a
+# minute, and sockets open at once (tabs and devices).
+COACHING_TURNS_PER_MINUTE = env_int("COACHING_TURNS_PER_MINUTE", 12)
+COACHING_MAX_SOCKETS_PER_USER = env_int("COACHING_MAX_SOCKETS_PER_USER", 8)
 
 LOGGING = {
     "version": 1,

@@ -202,3 +202,40 @@ async def test_crisis_language_gets_resources_and_a_calm_reply_with_no_model(
     assert turn.flagged is True
     assert turn.escalation == "crisis"
     assert turn.coach_message_id == events[2]["message_id"]
+
+
+async def test_messages_beyond_the_per_minute_limit_are_refused(
+    seeded_tx: None, no_pipeline: list[int], settings: Any
+) -> None:
+    settings.COACHING_TURNS_PER_MINUTE = 3
+    user, session = await owned_session()
+    comm = communicator(user, session.pk)
+    await comm.connect()
+    try:
+        codes = []
+        for n in range(5):
+            await comm.send_json_to({"type": "user.message", "client_id": f"r{n}", "text": f"message {n}"})
+            event = await comm.receive_json_from(timeout=5)
+            codes.append(event.get("code", event["type"]))
+    finally:
+        await comm.disconnect()
+    # A minute boundary may fall inside the loop; then one more message gets through.
+    assert codes[:3] == ["message.accepted"] * 3 or codes.count("message.accepted") == 4
+    assert "rate_limited" in codes
+    assert await sync_to_async(Message.objects.count)() == codes.count("message.accepted")
+
+
+async def test_sockets_beyond_the_per_user_limit_are_refused(seeded_tx: None, settings: Any) -> None:
+    settings.COACHING_MAX_SOCKETS_PER_USER = 2
+    user, session = await owned_session()
+    first, second, third = (communicator(user, session.pk) for _ in range(3))
+    assert (await first.connect())[0]
+    assert (await second.connect())[0]
+    await third.connect()
+    assert await third.receive_output(timeout=5) == {"type": "websocket.close", "code": 4429}
+    await first.disconnect()
+    fourth = communicator(user, session.pk)
+    await fourth.connect()
+    assert await fourth.receive_nothing(timeout=0.3)  # a slot was freed: accepted and open
+    await fourth.disconnect()
+    await second.disconnect()
