@@ -415,3 +415,17 @@ class Annotation(models.Model):
 
     def __str__(self) -> str:
         return f"Annotation on turn {self.turn_id}"
+
+
+class AccountDeletion(models.Model):
+    """That an account was deleted, and when: no personal data (the user id is only hashed)."""
+
+    subject = models.CharField(max_length=64, help_text="HMAC of the deleted user's id.")
+    deleted_at = models.DateTimeField(auto_now_add=True)
+    counts = models.JSONField(default=dict, help_text="How many rows of each kind were removed.")
+
+    class Meta:
+        ordering = ["-deleted_at"]
+
+    def __str__(self) -> str:
+        return f"Account deleted {self.deleted_at:%Y-%m-%d}"

@@ -11,5 +11,7 @@ urlpatterns = [
     path("sessions/<int:session_id>/", views.chat_session, name="chat-session"),
     path("sessions/<int:session_id>/end/", views.session_end, name="session-end"),
     path("memory/", views.memory, name="memory"),
+    path("account/", views.account, name="account"),
+    path("account/export/", views.account_export, name="account-export"),
     path("healthz", views.healthz, name="healthz"),
 ]

@@ -4,7 +4,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import messages as flash
-from django.contrib.auth import login
+from django.contrib.auth import login, logout
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import UserCreationForm
 from django.contrib.auth.views import PasswordChangeView
@@ -14,7 +14,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse_lazy
 from django.views.decorators.http import require_POST
 
-from agents import blackboard, rendering, selectors, services
+from agents import blackboard, privacy, rendering, selectors, services
 from agents.models import Role
 
 
@@ -145,6 +145,32 @@ def memory(request: HttpRequest) -> HttpResponse:
             flash.error(request, " ".join(str(e) for errors in form.errors.values() for e in errors))
     items = blackboard.items_for_coachee(selectors.blackboard_of(coachee_id=user_id))
     return render(request, "agents/memory.html", {"items": items})
+
+
+class AccountDeleteForm(forms.Form):
+    password = forms.CharField(widget=forms.PasswordInput, label="Your password, to confirm")
+
+
+@login_required
+def account(request: HttpRequest) -> HttpResponse:
+    """Export everything, or delete the account and everything with it."""
+    form = AccountDeleteForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        if request.user.check_password(form.cleaned_data["password"]):
+            user_id = _user_id(request)
+            logout(request)
+            privacy.account_delete(user_id=user_id)
+            flash.success(request, "Your account and all its data were deleted.")
+            return redirect("login")
+        form.add_error("password", "That is not your password.")
+    return render(request, "agents/account.html", {"form": form})
+
+
+@login_required
+def account_export(request: HttpRequest) -> HttpResponse:
+    response = JsonResponse(privacy.account_export(user_id=_user_id(request)), json_dumps_params={"indent": 2})
+    response["Content-Disposition"] = 'attachment; filename="coaching-data.json"'
+    return response
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

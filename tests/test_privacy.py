@@ -1,0 +1,100 @@
+"""A coachee exports or deletes everything; after deletion a canary string is nowhere in
+PostgreSQL or Redis, and only an anonymous audit record remains."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from typing import Any
+
+import pytest
+import redis
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.urls import reverse
+
+from agents import blackboard, privacy, services
+from agents.models import AccountDeletion, AgentRun, BlackboardVersion, CoachingSession, Message, Turn
+from tests.conftest import make_coachee
+from tests.test_views import shadow_findings
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def coachee_with_history(canary: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setattr(services, "_start_pipeline", lambda turn_id: None)
+    user = make_coachee(f"canary-{uuid.uuid4().hex[:6]}")
+    session = services.session_start(user_id=user.pk)
+    accepted = services.turn_accept(
+        session_id=session.pk, user_id=user.pk, client_id="c1", text=f"My secret is {canary}, please keep it."
+    )
+    turn = Turn.objects.get(pk=accepted.turn_id)
+    AgentRun.objects.create(turn=turn, agent="shadow", status="succeeded", raw_output=f"echo {canary}")
+    data = blackboard.merge_shadow(blackboard.empty(), shadow_findings(), turn_id=turn.pk, at="2026-11-30T10:00:00")
+    data["stated_goals"][0]["text"] = f"goal about {canary}"
+    BlackboardVersion.objects.create(coachee=user, version=1, data=data, source_turn=turn)
+    return user
+
+
+def test_export_holds_everything_about_the_coachee(seeded_tx: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    canary = f"CANARY-{uuid.uuid4().hex}"
+    user = coachee_with_history(canary, monkeypatch)
+    client = Client()
+    client.force_login(user)
+    response = client.get(reverse("account-export"))
+    assert response.status_code == 200
+    assert "attachment" in response["Content-Disposition"]
+    exported = json.loads(response.content)
+    assert exported["account"]["username"] == user.username
+    [session] = exported["sessions"]
+    assert canary in session["messages"][0]["text"]
+    assert session["turns"][0]["agents"][0]["agent"] == "shadow"
+    assert canary in json.dumps(exported["memory"])
+
+
+def test_deletion_removes_the_data_from_postgresql_and_redis(seeded_tx: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    canary = f"CANARY-{uuid.uuid4().hex}"
+    user = coachee_with_history(canary, monkeypatch)
+    user.set_password("delete-me-pass-1")
+    user.save()
+    assert services.socket_open_allowed(user_id=user.pk)  # leaves a per-user key in Redis
+    client = Client()
+    client.force_login(user)
+
+    refused = client.post(reverse("account"), {"password": "wrong"})
+    assert refused.status_code == 200
+    assert get_user_model().objects.filter(pk=user.pk).exists()
+
+    response = client.post(reverse("account"), {"password": "delete-me-pass-1"})
+    assert response.status_code == 302
+    assert not get_user_model().objects.filter(pk=user.pk).exists()
+    assert not CoachingSession.objects.exists()
+    assert not Message.objects.exists()
+    assert not BlackboardVersion.objects.exists()
+
+    record = AccountDeletion.objects.get()
+    assert record.subject == privacy.subject_hash(user.pk)
+    assert record.counts["Message"] >= 1
+    assert user.username not in json.dumps(record.counts)
+
+    db = settings.DATABASES["default"]
+    dump = subprocess.run(
+        ["pg_dump", "--data-only", "-h", db["HOST"] or "localhost", "-U", db["USER"], db["NAME"]],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert len(dump) > 1000  # the dump really holds the database (seeded config, prompts...)
+    assert canary not in dump
+    assert user.username not in dump
+
+    for offset in range(4):
+        store = redis.Redis.from_url(f"{settings.REDIS_URL}/{settings.REDIS_DB_BASE + offset}")
+        for key in store.scan_iter(count=500):
+            assert not key.endswith(f"coaching:sockets:{user.pk}".encode()), key
+            assert f"coaching:turns:{user.pk}:".encode() not in key, key
+            kind = store.type(key)
+            if kind == b"string":
+                assert canary.encode() not in (store.get(key) or b""), key
