@@ -9,6 +9,7 @@ import hashlib
 import hmac
 import time
 from collections import Counter
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -95,3 +96,15 @@ def account_delete(*, user_id: int) -> AccountDeletion:
         [f"coaching:sockets:{user_id}", *(f"coaching:turns:{user_id}:{m}" for m in (minute - 1, minute, minute + 1))]
     )
     return record
+
+
+def raw_outputs_prune(*, older_than_days: int) -> int:
+    """Blank raw outputs and stored prompts of turns older than the retention; returns runs pruned."""
+    cutoff = timezone.now() - timedelta(days=older_than_days)
+    pruned = (
+        AgentRun.objects.filter(turn__started_at__lt=cutoff)
+        .exclude(raw_output="", prompt_values={}, extra_instructions="")
+        .update(raw_output="", prompt_values={}, extra_instructions="")
+    )
+    Turn.objects.filter(started_at__lt=cutoff).exclude(shared_prompt="").update(shared_prompt="")
+    return pruned

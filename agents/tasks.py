@@ -8,7 +8,7 @@ from typing import Any
 from celery import chain, chord, group, shared_task
 from django.conf import settings
 
-from agents import pipeline, services
+from agents import pipeline, privacy, services
 from agents.models import SPECIALISTS
 
 logger = logging.getLogger(__name__)
@@ -61,6 +61,11 @@ def synth_task(_specialist_results: list[dict[str, Any]], turn_id: int) -> dict[
 @shared_task(name="coaching.turn_watchdog", acks_late=True)
 def turn_watchdog_task(turn_id: int) -> dict[str, Any]:
     return {"turn_id": turn_id, "expired": services.turn_expire(turn_id=turn_id)}
+
+
+@shared_task(name="coaching.prune_raw_outputs")
+def prune_raw_outputs_task() -> dict[str, Any]:
+    return {"pruned": privacy.raw_outputs_prune(older_than_days=settings.COACHING_RAW_RETENTION_DAYS)}
 
 
 def turn_canvas(turn_id: int) -> Any:

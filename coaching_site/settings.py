@@ -144,6 +144,9 @@ CELERY_RESULT_EXPIRES = 86400
 CELERY_TASK_ALWAYS_EAGER = False
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE = {
+    "prune-raw-outputs": {"task": "coaching.prune_raw_outputs", "schedule": 6 * 3600.0},
+}
 
 CHANNEL_LAYERS = {
     "default": {
@@ -230,6 +233,9 @@ COACHING_MAX_MESSAGE_CHARS = env_int("COACHING_MAX_MESSAGE_CHARS", 4000)
 # Per-user limits, counted in Redis so every Daphne process shares them: messages (turns) a
 # minute, and sockets open at once (tabs and devices).
 COACHING_TURNS_PER_MINUTE = env_int("COACHING_TURNS_PER_MINUTE", 12)
+# Raw model outputs and stored prompts (which quote the conversation) are pruned after this many
+# days; parsed outputs, tokens and timings stay for review and statistics.
+COACHING_RAW_RETENTION_DAYS = env_int("COACHING_RAW_RETENTION_DAYS", 30)
 COACHING_MAX_SOCKETS_PER_USER = env_int("COACHING_MAX_SOCKETS_PER_USER", 8)
 
 LOGGING = {

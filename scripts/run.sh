@@ -53,8 +53,9 @@ fi
 "$PY" manage.py check --fail-level ERROR >/dev/null
 
 say "starting the Celery worker (thread pool)"
-"$VENV/bin/celery" -A coaching_site worker -P threads -c "${CELERY_CONCURRENCY:-16}" -l INFO \
-  --without-gossip --without-mingle >"$RUN_DIR/worker.log" 2>&1 &
+# -B: the embedded beat scheduler (retention pruning); run `celery beat` separately at scale.
+"$VENV/bin/celery" -A coaching_site worker -B -s "$RUN_DIR/celerybeat-schedule" -P threads \
+  -c "${CELERY_CONCURRENCY:-16}" -l INFO --without-gossip --without-mingle >"$RUN_DIR/worker.log" 2>&1 &
 pids+=($!)
 
 say "starting Daphne on port $PORT"

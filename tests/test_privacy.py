@@ -98,3 +98,23 @@ def test_deletion_removes_the_data_from_postgresql_and_redis(seeded_tx: None, mo
             kind = store.type(key)
             if kind == b"string":
                 assert canary.encode() not in (store.get(key) or b""), key
+
+
+def test_old_raw_outputs_and_prompts_are_pruned(seeded_tx: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    canary = f"CANARY-{uuid.uuid4().hex}"
+    user = coachee_with_history(canary, monkeypatch)
+    turn = Turn.objects.get(session__coachee=user)
+    Turn.objects.filter(pk=turn.pk).update(shared_prompt=f"history with {canary}")
+    AgentRun.objects.filter(turn=turn).update(prompt_values={"reply": canary}, parsed_output={"kept": True})
+    assert privacy.raw_outputs_prune(older_than_days=30) == 0  # too recent
+    Turn.objects.filter(pk=turn.pk).update(started_at=timezone.now() - timedelta(days=31))
+    assert privacy.raw_outputs_prune(older_than_days=30) == 1
+    run = AgentRun.objects.get(turn=turn)
+    assert run.raw_output == ""
+    assert run.prompt_values == {}
+    assert run.parsed_output == {"kept": True}
+    assert Turn.objects.get(pk=turn.pk).shared_prompt == ""
