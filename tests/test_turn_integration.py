@@ -4,10 +4,13 @@ the simulated model server, driven by a real WebSocket client."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
 import pytest
+import redis
 from asgiref.sync import sync_to_async
+from django.conf import settings
 
 from agents import tasks
 from agents.models import AgentRun, Conflict, Message, RunStatus, SessionEvent, Turn, TurnStatus
@@ -310,3 +313,30 @@ async def test_a_single_slot_server_answers_coach_before_shadow(live_stack: Live
     [coach] = live_sim.calls(agent="coach", turn=turn.pk)
     [shadow] = live_sim.calls(agent="shadow", turn=turn.pk)
     assert coach["finished_at"] <= shadow["received_at"]
+
+
+async def test_message_text_reaches_no_log_task_result_or_validation_error(
+    live_stack: LiveStack, live_sim: Any
+) -> None:
+    canary = f"CANARY-{uuid.uuid4().hex}"
+    # Bad output from one agent, so validation errors are recorded too.
+    live_sim.configure(agents={"persona": {"fault": "invalid_json", "fault_times": 1}})
+    session, client = await run_turn(live_stack, text=f"My private note: {canary}")
+    try:
+        await client.until(lambda e: e["type"] == "turn.done", timeout_s=60)
+    finally:
+        await client.__aexit__()
+    await asyncio.sleep(1.0)  # let the processes flush their logs
+
+    errors = await sync_to_async(
+        lambda: [e for r in AgentRun.objects.filter(turn__session=session) for e in r.validation_errors]
+    )()
+    assert errors  # the check below looks at real validation errors
+    assert all(canary not in e for e in errors)
+    for log in live_stack.logs:
+        assert canary not in log.read_text(errors="replace"), log.name
+    results = redis.Redis.from_url(f"{settings.REDIS_URL}/{settings.REDIS_DB_BASE + 1}")
+    keys = list(results.scan_iter("celery-task-meta-*"))
+    assert keys  # task results are there to look at
+    for key in keys:
+        assert canary.encode() not in (results.get(key) or b""), key
