@@ -115,7 +115,6 @@ TEMPLATES = [
 
 DATABASES = {"default": database_from_url(env_str("DATABASE_URL", "postgres://postgres@localhost:5432/coaching"))}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
-FORMS_URLFIELD_ASSUME_HTTPS = True  # Django 6's default, already (admin forms for endpoints, resources)
 
 # Redis holds three things in separate logical databases: the Celery broker, the Celery
 # result backend (whose chord counter completes the trio without polling) and the channel

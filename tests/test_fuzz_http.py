@@ -57,7 +57,7 @@ FORM_FIELDS = ["username", "password", "password1", "password2", "old_password",
 def bad_request(rng: random.Random, sid: int) -> tuple[str, str, dict[str, Any]]:
     path = rng.choice(PAGES).format(sid=sid, big="9" * rng.randint(19, 40), nasty=rng.choice(NASTY[4:]))
     method = rng.choice(["get", "post", "post", "put", "delete", "patch", "head", "options"])
-    data = {rng.choice(FORM_FIELDS): rng.choice(NASTY) for _ in range(rng.randint(0, 6))}
+    data: dict[str, Any] = {rng.choice(FORM_FIELDS): rng.choice(NASTY) for _ in range(rng.randint(0, 6))}
     if rng.random() < 0.2:
         data[rng.choice(FORM_FIELDS)] = [rng.choice(NASTY), rng.choice(NASTY)]
     return method, path, data

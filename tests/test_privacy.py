@@ -81,7 +81,7 @@ def test_deletion_removes_the_data_from_postgresql_and_redis(seeded_tx: None, mo
 
     db = settings.DATABASES["default"]
     dump = subprocess.run(
-        ["pg_dump", "--data-only", "-h", db["HOST"] or "localhost", "-U", db["USER"], db["NAME"]],
+        ["pg_dump", "--data-only", "-h", str(db["HOST"] or "localhost"), "-U", str(db["USER"]), str(db["NAME"])],
         capture_output=True,
         text=True,
         check=True,
@@ -97,7 +97,8 @@ def test_deletion_removes_the_data_from_postgresql_and_redis(seeded_tx: None, mo
             assert f"coaching:turns:{user.pk}:".encode() not in key, key
             kind = store.type(key)
             if kind == b"string":
-                assert canary.encode() not in (store.get(key) or b""), key
+                value: bytes = store.get(key) or b""  # type: ignore[assignment]  # redis-py types the sync client as async too
+                assert canary.encode() not in value, key
 
 
 def test_old_raw_outputs_and_prompts_are_pruned(seeded_tx: None, monkeypatch: pytest.MonkeyPatch) -> None:
