@@ -1,28 +1,89 @@
-"""Admin for coaches: sessions, turns, agent runs, the blackboard and conflicts.
-Declarations only; actions call services."""
+"""Admin for coaches: sessions, messages, turns, agent runs, conflicts, the blackboard and
+annotations, each scoped to the coachees assigned to the coach (agents/admin/scoping.py),
+plus the review pages: a session's review, the review queue, the coachees and a coachee's
+overview. Reads come from agents/review.py, writes go through agents/services_review.py."""
 
-from django.contrib import admin
+from __future__ import annotations
 
-from agents.models import AgentRun, BlackboardVersion, CoachingSession, Conflict, Message, Turn
+import csv
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.db.models import Count, QuerySet
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html
+from django.views.decorators.http import require_POST
+
+from agents import review, services_review
+from agents.admin.scoping import (
+    CoacheeScopedInlineMixin,
+    CoacheeScopedMixin,
+    coachee_filter,
+    scope_for,
+    scoped_coachees,
+)
+from agents.models import (
+    AgentRun,
+    Annotation,
+    BlackboardVersion,
+    CoachingSession,
+    Conflict,
+    Escalation,
+    Message,
+    Turn,
+)
+
+QUEUE_PAGE = 50
 
 
-class MessageInline(admin.TabularInline):
+def _csv_response(filename: str, rows: Iterable[list[str]]) -> HttpResponse:
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    writer = csv.writer(response)
+    for row in rows:
+        writer.writerow(row)
+    return response
+
+
+def _user_id(request: HttpRequest) -> int:
+    """The logged-in user's id (admin views only run for logged-in staff)."""
+    user_id = request.user.pk
+    if user_id is None:
+        raise PermissionDenied
+    return int(user_id)
+
+
+def _review_url(session_id: int, turn_id: int | None = None) -> str:
+    url = reverse("admin:agents_coachingsession_review", args=[session_id])
+    return f"{url}?turn={turn_id}#turn-{turn_id}" if turn_id else url
+
+
+def _overview_url(coachee_id: int) -> str:
+    return reverse("admin:agents_coachingsession_coachee", args=[coachee_id])
+
+
+# --- Inlines ----------------------------------------------------------------------------
+
+
+class MessageInline(CoacheeScopedInlineMixin, admin.TabularInline):
     model = Message
+    coachee_path = "session__coachee"
+    parent_coachee_path = "coachee"
     fields = readonly_fields = ("seq", "role", "status", "text", "created_at")
     extra = 0
     can_delete = False
 
 
-@admin.register(CoachingSession)
-class CoachingSessionAdmin(admin.ModelAdmin):
-    list_display = ["id", "coachee", "status", "created_at", "ended_at"]
-    list_filter = ["status"]
-    inlines = [MessageInline]
-    readonly_fields = ["last_seq"]
-
-
-class AgentRunInline(admin.TabularInline):
+class AgentRunInline(CoacheeScopedInlineMixin, admin.TabularInline):
     model = AgentRun
+    coachee_path = "turn__session__coachee"
+    parent_coachee_path = "session__coachee"
     fields = readonly_fields = (
         "agent",
         "round",
@@ -35,25 +96,334 @@ class AgentRunInline(admin.TabularInline):
     )
     extra = 0
     can_delete = False
+    show_change_link = True
 
 
-class ConflictInline(admin.TabularInline):
+class ConflictInline(CoacheeScopedInlineMixin, admin.TabularInline):
     model = Conflict
+    coachee_path = "turn__session__coachee"
+    parent_coachee_path = "session__coachee"
     fields = readonly_fields = ("rule", "left_agent", "left_claim", "right_agent", "right_claim", "resolution")
     extra = 0
     can_delete = False
 
 
+class AnnotationInline(CoacheeScopedInlineMixin, admin.TabularInline):
+    model = Annotation
+    coachee_path = "turn__session__coachee"
+    parent_coachee_path = "session__coachee"
+    fields = readonly_fields = ("author", "rating", "flagged", "note", "created_at")
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # annotations are written on the review page or in Annotations
+
+
+# --- Shared actions ---------------------------------------------------------------------
+
+
+class ExportCsvMixin(CoacheeScopedMixin):
+    """'Export selected as CSV': the selection, scoped again, through an export function."""
+
+    export_rows: Callable[[QuerySet[Any]], Iterable[list[str]]]
+
+    @admin.action(description="Export selected as CSV", permissions=["view"])
+    def export_csv(self, request: HttpRequest, queryset: QuerySet[Any]) -> HttpResponse:
+        rows = type(self).export_rows(self.scoped(request, queryset))
+        return _csv_response(f"{self.opts.model_name}-export.csv", rows)
+
+
+# --- Sessions, with the review pages ------------------------------------------------------
+
+
+class AnnotationReviewForm(forms.Form):
+    rating = forms.TypedChoiceField(
+        choices=[("", "No rating"), *[(str(i), f"{i} of 5") for i in range(1, 6)]],
+        coerce=int,
+        empty_value=None,
+        required=False,
+        label="Rate the full answer",
+    )
+    flagged = forms.BooleanField(required=False, label="Flag this turn for review")
+    note = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}), label="Note")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("rating") is None and not data.get("flagged") and not (data.get("note") or "").strip():
+            raise forms.ValidationError("Give a rating, flag the turn or write a note.")
+        return data
+
+
+@admin.register(CoachingSession)
+class CoachingSessionAdmin(ExportCsvMixin, admin.ModelAdmin):
+    coachee_path = "coachee"
+    list_display = ["id", "coachee_link", "status", "turn_count", "created_at", "ended_at", "review_link"]
+    list_display_links = ["id"]
+    list_filter = ["status", coachee_filter("coachee")]
+    list_select_related = ["coachee"]
+    search_fields = ["=id", "coachee__username"]
+    date_hierarchy = "created_at"
+    inlines = [MessageInline]
+    readonly_fields = ["last_seq"]
+    actions = ["export_csv"]
+    export_rows = staticmethod(review.session_export_rows)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        # Explicit order: a GROUP BY query drops Meta.ordering, and autocomplete paginates this.
+        counted = super().get_queryset(request).annotate(turn_total=Count("turns", distinct=True))
+        return counted.order_by("-created_at", "-pk")
+
+    @admin.display(description="coachee", ordering="coachee__username")
+    def coachee_link(self, obj: CoachingSession) -> str:
+        return format_html('<a href="{}">{}</a>', _overview_url(obj.coachee_id), obj.coachee.get_username())
+
+    @admin.display(description="turns", ordering="turn_total")
+    def turn_count(self, obj: CoachingSession) -> int:
+        return int(getattr(obj, "turn_total", 0))
+
+    @admin.display(description="review")
+    def review_link(self, obj: CoachingSession) -> str:
+        return format_html('<a class="button" href="{}">Review</a>', _review_url(obj.pk))
+
+    # The review pages ------------------------------------------------------------------
+
+    def get_urls(self) -> list[URLPattern]:
+        wrap = self.admin_site.admin_view
+        return [
+            path("coachees/", wrap(self.coachees_view), name="agents_coachingsession_coachees"),
+            path("coachees/<int:coachee_id>/", wrap(self.coachee_view), name="agents_coachingsession_coachee"),
+            path(
+                "coachees/<int:coachee_id>/blackboard/<int:version_id>/revert/",
+                wrap(require_POST(self.revert_view)),
+                name="agents_coachingsession_revert",
+            ),
+            path("<path:object_id>/review/", wrap(self.review_view), name="agents_coachingsession_review"),
+            path(
+                "<path:object_id>/review/turns/<int:turn_id>/annotate/",
+                wrap(require_POST(self.annotate_view)),
+                name="agents_coachingsession_annotate",
+            ),
+            *super().get_urls(),
+        ]
+
+    def _page(self, request: HttpRequest, template: str, title: str, **context: Any) -> TemplateResponse:
+        return TemplateResponse(
+            request,
+            f"admin/agents/review/{template}",
+            {
+                **self.admin_site.each_context(request),
+                "opts": self.opts,
+                "title": title,
+                "queue_url": reverse("admin:agents_turn_review_queue"),
+                "coachees_url": reverse("admin:agents_coachingsession_coachees"),
+                **context,
+            },
+        )
+
+    def _related_admin(self, model: type[Any]) -> Any:
+        return self.admin_site.get_model_admin(model)
+
+    def _can_annotate(self, request: HttpRequest) -> bool:
+        return bool(self._related_admin(Annotation).has_add_permission(request))
+
+    def _can_revert(self, request: HttpRequest) -> bool:
+        return bool(self._related_admin(BlackboardVersion).has_revert_permission(request))
+
+    def _session_or_404(self, request: HttpRequest, object_id: str) -> CoachingSession:
+        session = self.get_object(request, object_id)
+        if session is None or not self.has_view_permission(request, session):
+            raise Http404("No such session.")
+        return session
+
+    def review_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        session = self._session_or_404(request, object_id)
+        open_turn = request.GET.get("turn", "")
+        data = review.session_review(session, open_turn_id=int(open_turn) if open_turn.isdigit() else None)
+        return self._page(
+            request,
+            "session.html",
+            f"Session {session.pk} of {session.coachee.get_username()}",
+            review=data,
+            session=session,
+            can_annotate=self._can_annotate(request),
+            annotation_form=AnnotationReviewForm(),
+            overview_url=_overview_url(session.coachee_id),
+            change_url=reverse("admin:agents_coachingsession_change", args=[session.pk]),
+        )
+
+    def annotate_view(self, request: HttpRequest, object_id: str, turn_id: int) -> HttpResponse:
+        session = self._session_or_404(request, object_id)
+        turn_admin = self._related_admin(Turn)
+        turn = turn_admin.get_queryset(request).filter(session=session, pk=turn_id).first()
+        if turn is None:
+            raise Http404("No such turn.")
+        if not self._can_annotate(request):
+            raise PermissionDenied
+        form = AnnotationReviewForm(request.POST)
+        if form.is_valid():
+            annotation = services_review.annotation_add(
+                turn_id=turn.pk,
+                author_id=_user_id(request),
+                rating=form.cleaned_data["rating"],
+                flagged=form.cleaned_data["flagged"],
+                note=form.cleaned_data["note"],
+            )
+            self._related_admin(Annotation).log_addition(request, annotation, [{"added": {}}])
+            messages.success(request, f"Your annotation on turn {turn.pk} is saved.")
+        else:
+            messages.error(request, " ".join(str(e) for errors in form.errors.values() for e in errors))
+        return HttpResponseRedirect(_review_url(session.pk, turn.pk))
+
+    def coachees_view(self, request: HttpRequest) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        coachees = scoped_coachees(request)
+        if scope_for(request).everything:
+            coachees = coachees.filter(coaching_sessions__isnull=False).distinct()
+        queue = review.review_queue(self._related_admin(Turn).get_queryset(request))
+        return self._page(request, "coachees.html", "Your coachees", rows=review.coachee_rows(coachees, queue))
+
+    def coachee_view(self, request: HttpRequest, coachee_id: int) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        coachee = scoped_coachees(request).filter(pk=coachee_id).first()
+        if coachee is None:
+            raise Http404("No such coachee.")
+        return self._page(
+            request,
+            "coachee.html",
+            f"Coachee {coachee.get_username()}",
+            overview=review.coachee_overview(coachee),
+            coachee=coachee,
+            can_revert=self._can_revert(request),
+        )
+
+    def revert_view(self, request: HttpRequest, coachee_id: int, version_id: int) -> HttpResponse:
+        blackboard_admin = self._related_admin(BlackboardVersion)
+        version = blackboard_admin.get_queryset(request).filter(pk=version_id, coachee_id=coachee_id).first()
+        if version is None:
+            raise Http404("No such blackboard version.")
+        if not self._can_revert(request):
+            raise PermissionDenied
+        try:
+            new = blackboard_admin.revert(request, version)
+        except services_review.AlreadyLatestError as exc:
+            messages.warning(request, str(exc))
+        else:
+            messages.success(request, f"Reverted: v{new.version} is a copy of v{version.version}. Nothing was deleted.")
+        return HttpResponseRedirect(_overview_url(coachee_id) + "#blackboard")
+
+
+# --- Messages -----------------------------------------------------------------------------
+
+
+@admin.register(Message)
+class MessageAdmin(CoacheeScopedMixin, admin.ModelAdmin):
+    coachee_path = "session__coachee"
+    list_display = ["id", "session", "seq", "role", "status", "excerpt", "created_at"]
+    list_filter = ["role", "status", coachee_filter("session__coachee")]
+    list_select_related = ["session__coachee"]
+    search_fields = ["text"]
+    readonly_fields = ["session", "seq", "role", "text", "status", "client_id", "created_at", "updated_at"]
+
+    @admin.display(description="text")
+    def excerpt(self, obj: Message) -> str:
+        return review.excerpt(obj.text, 100)
+
+
+# --- Turns, with the review queue -------------------------------------------------------
+
+
 @admin.register(Turn)
-class TurnAdmin(admin.ModelAdmin):
-    list_display = ["id", "session", "status", "degraded", "flagged", "escalation", "started_at", "finished_at"]
-    list_filter = ["status", "degraded", "flagged", "escalation"]
-    inlines = [AgentRunInline, ConflictInline]
+class TurnAdmin(ExportCsvMixin, admin.ModelAdmin):
+    coachee_path = "session__coachee"
+    list_display = [
+        "id",
+        "coachee",
+        "session_no",
+        "first_words",
+        "status",
+        "needs_review",
+        "started_at",
+        "review_link",
+    ]
+    list_filter = ["status", "escalation", "degraded", "flagged", coachee_filter("session__coachee")]
+    list_select_related = ["session__coachee", "user_message"]
+    search_fields = ["=id", "user_message__text", "session__coachee__username", "flag_reason"]
+    date_hierarchy = "started_at"
+    ordering = ["-started_at", "-pk"]
+    inlines = [AgentRunInline, ConflictInline, AnnotationInline]
     readonly_fields = ["user_message", "coach_message", "synth_message", "brief", "critic_result", "context_blackboard"]
+    actions = ["export_csv", "flag_for_review"]
+    export_rows = staticmethod(review.turn_export_rows)
+
+    @admin.display(description="coachee", ordering="session__coachee__username")
+    def coachee(self, obj: Turn) -> str:
+        return obj.session.coachee.get_username()
+
+    @admin.display(description="session", ordering="session_id")
+    def session_no(self, obj: Turn) -> int:
+        return int(obj.session_id)
+
+    @admin.display(description="coachee's message")
+    def first_words(self, obj: Turn) -> str:
+        return review.excerpt(obj.user_message.text, 60)
+
+    @admin.display(description="needs review")
+    def needs_review(self, obj: Turn) -> str:
+        reasons = [f"escalation: {obj.get_escalation_display().lower()}"] if obj.escalation != Escalation.NONE else []
+        reasons += [label for label, on in (("degraded", obj.degraded), ("flagged", obj.flagged)) if on]
+        return ", ".join(reasons) or "-"
+
+    @admin.display(description="review")
+    def review_link(self, obj: Turn) -> str:
+        return format_html('<a href="{}">Review</a>', _review_url(obj.session_id, obj.pk))
+
+    def has_annotate_permission(self, request: HttpRequest) -> bool:
+        return bool(self.admin_site.get_model_admin(Annotation).has_add_permission(request))
+
+    @admin.action(description="Flag selected turns for review", permissions=["annotate"])
+    def flag_for_review(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        ids = list(self.scoped(request, queryset).values_list("pk", flat=True))
+        flagged = services_review.turns_flag(turn_ids=ids, author_id=_user_id(request), note="Flagged from the list")
+        self.message_user(request, f"Flagged {flagged} turn(s) for review.", messages.SUCCESS)
+
+    def get_urls(self) -> list[URLPattern]:
+        return [
+            path("review-queue/", self.admin_site.admin_view(self.queue_view), name="agents_turn_review_queue"),
+            *super().get_urls(),
+        ]
+
+    def queue_view(self, request: HttpRequest) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        reason = request.GET.get("reason", "")
+        reason = reason if reason in review.QUEUE_REASONS else ""
+        queue = review.review_queue(self.get_queryset(request), reason or None)
+        page = Paginator(queue, QUEUE_PAGE).get_page(request.GET.get("page"))
+        return TemplateResponse(
+            request,
+            "admin/agents/review/queue.html",
+            {
+                **self.admin_site.each_context(request),
+                "opts": self.opts,
+                "title": "Review queue",
+                "page": page,
+                "rows": review.queue_rows(page.object_list),
+                "reason": reason,
+                "reasons": review.QUEUE_REASONS,
+                "coachees_url": reverse("admin:agents_coachingsession_coachees"),
+            },
+        )
+
+
+# --- Agent runs, conflicts ----------------------------------------------------------------
 
 
 @admin.register(AgentRun)
-class AgentRunAdmin(admin.ModelAdmin):
+class AgentRunAdmin(CoacheeScopedMixin, admin.ModelAdmin):
+    coachee_path = "turn__session__coachee"
     list_display = [
         "id",
         "turn",
@@ -65,16 +435,105 @@ class AgentRunAdmin(admin.ModelAdmin):
         "completion_tokens",
         "latency_ms",
     ]
-    list_filter = ["agent", "status"]
+    list_filter = ["agent", "status", coachee_filter("turn__session__coachee")]
     list_select_related = ["turn"]
-
-
-@admin.register(BlackboardVersion)
-class BlackboardVersionAdmin(admin.ModelAdmin):
-    list_display = ["coachee", "version", "source_turn", "source_agent", "created_at"]
+    search_fields = ["=id", "error"]
+    exclude = ["prompt_values", "extra_instructions", "enums"]
 
 
 @admin.register(Conflict)
-class ConflictAdmin(admin.ModelAdmin):
-    list_display = ["turn", "rule", "left_agent", "right_agent", "created_at"]
-    list_filter = ["rule"]
+class ConflictAdmin(CoacheeScopedMixin, admin.ModelAdmin):
+    coachee_path = "turn__session__coachee"
+    list_display = ["turn", "rule", "left_agent", "right_agent", "resolution", "created_at"]
+    list_filter = ["rule", coachee_filter("turn__session__coachee")]
+    list_select_related = ["turn"]
+    search_fields = ["rule", "resolution"]
+
+
+# --- The blackboard ---------------------------------------------------------------------
+
+
+@admin.register(BlackboardVersion)
+class BlackboardVersionAdmin(CoacheeScopedMixin, admin.ModelAdmin):
+    coachee_path = "coachee"
+    list_display = ["coachee", "version", "source_turn", "source_agent", "edited_by", "created_at"]
+    list_filter = ["source_agent", coachee_filter("coachee")]
+    list_select_related = ["coachee", "edited_by", "source_turn"]
+    search_fields = ["coachee__username", "=version"]
+    actions = ["revert_to_version"]
+
+    def has_revert_permission(self, request: HttpRequest) -> bool:
+        """Coaches (and superusers) who may view the blackboard may revert it; which
+        versions, the scope decides."""
+        scope = scope_for(request)
+        return (scope.everything or scope.is_coach) and self.has_view_permission(request)
+
+    def revert(self, request: HttpRequest, version: BlackboardVersion) -> BlackboardVersion:
+        new = services_review.blackboard_revert(
+            coachee_id=version.coachee_id, version_id=version.pk, by_user_id=_user_id(request)
+        )
+        self.log_addition(request, new, [{"added": {"name": f"revert to v{version.version}", "object": str(new)}}])
+        return new
+
+    @admin.action(description="Revert the blackboard to the selected version", permissions=["revert"])
+    def revert_to_version(self, request: HttpRequest, queryset: QuerySet[Any]) -> HttpResponseBase | None:
+        selected = list(self.scoped(request, queryset)[:2])
+        if len(selected) != 1:
+            self.message_user(request, "Select exactly one version to revert to.", messages.WARNING)
+            return None
+        try:
+            new = self.revert(request, selected[0])
+        except services_review.AlreadyLatestError as exc:
+            self.message_user(request, str(exc), messages.WARNING)
+            return None
+        self.message_user(
+            request, f"Reverted: v{new.version} is a copy of v{selected[0].version}. Nothing was deleted."
+        )
+        return None
+
+
+# --- Annotations ------------------------------------------------------------------------
+
+
+class AnnotationAdminForm(forms.ModelForm):
+    class Meta:
+        model = Annotation
+        fields = ["turn", "rating", "flagged", "note"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("rating") is None and not data.get("flagged") and not (data.get("note") or "").strip():
+            raise forms.ValidationError("Give a rating, flag the turn or write a note.")
+        return data
+
+
+@admin.register(Annotation)
+class AnnotationAdmin(CoacheeScopedMixin, admin.ModelAdmin):
+    coachee_path = "turn__session__coachee"
+    form = AnnotationAdminForm
+    list_display = ["turn", "coachee", "author", "rating", "flagged", "note_excerpt", "created_at"]
+    list_filter = ["flagged", "rating", coachee_filter("turn__session__coachee")]
+    list_select_related = ["turn__session__coachee", "author"]
+    search_fields = ["note"]
+    autocomplete_fields = ["turn"]
+    readonly_fields = ["author", "created_at"]
+
+    @admin.display(description="coachee", ordering="turn__session__coachee__username")
+    def coachee(self, obj: Annotation) -> str:
+        return obj.turn.session.coachee.get_username()
+
+    @admin.display(description="note")
+    def note_excerpt(self, obj: Annotation) -> str:
+        return review.excerpt(obj.note, 80)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # A coach edits their own annotations; others' they can read.
+        allowed = super().has_change_permission(request, obj)
+        if obj is None or not allowed or request.user.is_superuser:
+            return allowed
+        return bool(obj.author_id == request.user.pk)
+
+    def save_model(self, request: HttpRequest, obj: Annotation, form: Any, change: bool) -> None:
+        if not change:
+            obj.author_id = request.user.pk
+        super().save_model(request, obj, form, change)

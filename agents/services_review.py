@@ -1,0 +1,68 @@
+"""Writes coaches make while reviewing: annotations and blackboard reverts.
+
+Callers (the coach admin) check who may do what first; these functions only keep the data
+consistent.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from agents import services
+from agents.models import Annotation, BlackboardVersion, Turn
+
+
+class NothingToAnnotateError(ValueError):
+    """An annotation needs a rating, a flag or a note."""
+
+
+class AlreadyLatestError(ValueError):
+    """Reverting to the latest version would change nothing."""
+
+
+def annotation_add(
+    *, turn_id: int, author_id: int, rating: int | None = None, flagged: bool = False, note: str = ""
+) -> Annotation:
+    """A coach's rating of the full answer, flag and/or note on one turn."""
+    note = note.strip()
+    if rating is None and not flagged and not note:
+        raise NothingToAnnotateError("Give a rating, flag the turn or write a note.")
+    if rating is not None and not 1 <= rating <= 5:
+        raise ValueError("A rating is 1 to 5.")
+    turn = Turn.objects.only("pk").get(pk=turn_id)
+    return Annotation.objects.create(turn=turn, author_id=author_id, rating=rating, flagged=flagged, note=note)
+
+
+def turns_flag(*, turn_ids: list[int], author_id: int, note: str = "") -> int:
+    """Flag turns for review (one flagged annotation each, skipping turns this author already
+    flagged); the number newly flagged."""
+    already = set(
+        Annotation.objects.filter(turn_id__in=turn_ids, author_id=author_id, flagged=True).values_list(
+            "turn_id", flat=True
+        )
+    )
+    new = [Annotation(turn_id=turn_id, author_id=author_id, flagged=True, note=note) for turn_id in turn_ids]
+    created = Annotation.objects.bulk_create([a for a in new if a.turn_id not in already])
+    return len(created)
+
+
+def blackboard_revert(*, coachee_id: int, version_id: int, by_user_id: int) -> BlackboardVersion:
+    """Write a NEW latest version whose data equals the chosen older one; nothing is deleted.
+
+    Locks the coachee's blackboard the way every writer does (services.blackboard_lock_latest),
+    so a revert and a concurrent Shadow write cannot both take the same version number.
+    BlackboardVersion.DoesNotExist when the version is not this coachee's.
+    """
+    with transaction.atomic():
+        latest = services.blackboard_lock_latest(coachee_id=coachee_id)
+        target = BlackboardVersion.objects.get(pk=version_id, coachee_id=coachee_id)
+        if latest is None:  # cannot happen once the target exists; keeps the types honest
+            raise BlackboardVersion.DoesNotExist
+        if latest.pk == target.pk:
+            raise AlreadyLatestError(f"v{target.version} is already the latest version.")
+        return BlackboardVersion.objects.create(
+            coachee_id=coachee_id,
+            version=latest.version + 1,
+            data=target.data,
+            edited_by_id=by_user_id,
+        )
