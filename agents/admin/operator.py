@@ -1,47 +1,674 @@
 """Admin for operators: model endpoints, agent configs, prompt versions, the move catalog,
-crisis resources and the crisis lexicon. Declarations only; actions call services."""
+crisis resources and the crisis lexicon. Declarations and thin views; the work is in
+agents/prompt_ops.py.
 
-from django.contrib import admin
+Prompt versions are immutable: "Edit as new draft" makes a new draft, which can be compared
+with the active version, replayed on past runs of its agent (nothing stored changes), then
+activated; the previous version can be restored with a rollback. Every change, and every
+replay and connection test, is in Django's LogEntry, shown by each object's History page and
+by the "Last change" column of the lists.
+"""
 
-from agents.models import AgentConfig, CoachingMove, CrisisPattern, CrisisResource, ModelEndpoint, PromptVersion
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin.models import LogEntry
+from django.contrib.admin.utils import unquote
+from django.contrib.contenttypes.models import ContentType
+from django.core.exceptions import PermissionDenied
+from django.db.models import CharField, OuterRef, QuerySet, Subquery
+from django.db.models.functions import Cast
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from agents import prompt_ops
+from agents.checks import base_url_problem
+from agents.models import (
+    Agent,
+    AgentConfig,
+    CoachingMove,
+    CrisisPattern,
+    CrisisResource,
+    ModelEndpoint,
+    PromptStatus,
+    PromptVersion,
+)
+from agents.prompts import PLACEHOLDERS, placeholders_in
+from agents.schemas import OUTPUT_SCHEMAS
+
+TEMPLATES = "admin/agents/"
+
+
+def admin_url(model: type[Any] | Any, view: str, *args: Any) -> str:
+    opts = model._meta
+    return reverse(f"admin:{opts.app_label}_{opts.model_name}_{view}", args=args)
+
+
+class AuditedAdmin(admin.ModelAdmin):
+    """Lists show who changed each row last, and when, linked to its full history (LogEntry)."""
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        content_type = ContentType.objects.get_for_model(self.model)
+        entries = LogEntry.objects.filter(
+            content_type=content_type, object_id=Cast(OuterRef("pk"), output_field=CharField())
+        ).order_by("-action_time", "-pk")
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                last_change_at=Subquery(entries.values("action_time")[:1]),
+                last_change_by=Subquery(entries.values("user__username")[:1]),
+            )
+        )
+
+    @admin.display(description="Last change", ordering="last_change_at")
+    def last_change(self, obj: Any) -> SafeString | str:
+        at = getattr(obj, "last_change_at", None)
+        if at is None:
+            return "-"
+        return format_html(
+            '<a href="{}" title="Full history">{} by {}</a>',
+            admin_url(self.model, "history", obj.pk),
+            at.strftime("%Y-%m-%d %H:%M"),
+            getattr(obj, "last_change_by", "") or "?",
+        )
+
+
+# --- Model endpoints -----------------------------------------------------------------------
+
+
+class ModelEndpointForm(forms.ModelForm):
+    # Django's URL validation refuses single-label hosts (http://vllm:8000/v1), which is how
+    # model servers on a private network are often named: checked here as the checks do.
+    base_url = forms.CharField(
+        label="Base URL",
+        max_length=200,
+        help_text="OpenAI-compatible base URL, ending in /v1 (e.g. http://vllm:8000/v1).",
+        widget=forms.TextInput(attrs={"class": "vURLField"}),
+    )
+
+    class Meta:
+        model = ModelEndpoint
+        fields = [
+            "name",
+            "kind",
+            "base_url",
+            "model_id",
+            "api_key_env",
+            "max_concurrency",
+            "connect_timeout_s",
+            "read_timeout_s",
+        ]
+
+    def clean_base_url(self) -> str:
+        url = str(self.cleaned_data["base_url"]).strip()
+        problem = base_url_problem(url)
+        if problem is not None:
+            raise forms.ValidationError(f"This endpoint would have {problem}.")
+        return url
+
+    def _get_validation_exclusions(self) -> set[str]:
+        # The model's URLField would run Django's URL validation again: clean_base_url did the check.
+        return {*super()._get_validation_exclusions(), "base_url"}  # type: ignore[misc]
+
+    def clean_max_concurrency(self) -> int:
+        value = int(self.cleaned_data["max_concurrency"])
+        if value < 1:
+            raise forms.ValidationError("At least 1.")
+        return value
+
+    def clean_connect_timeout_s(self) -> float:
+        return _positive(self.cleaned_data["connect_timeout_s"])
+
+    def clean_read_timeout_s(self) -> float:
+        return _positive(self.cleaned_data["read_timeout_s"])
+
+
+def _positive(value: float) -> float:
+    if value is None or value <= 0:
+        raise forms.ValidationError("Must be more than 0 seconds.")
+    return float(value)
 
 
 @admin.register(ModelEndpoint)
-class ModelEndpointAdmin(admin.ModelAdmin):
-    list_display = ["name", "kind", "base_url", "model_id", "max_concurrency", "read_timeout_s"]
-    search_fields = ["name", "model_id"]
+class ModelEndpointAdmin(AuditedAdmin):
+    form = ModelEndpointForm
+    list_display = [
+        "name",
+        "kind",
+        "base_url",
+        "model_id",
+        "used_by",
+        "max_concurrency",
+        "last_change",
+    ]
+    search_fields = ["name", "model_id", "base_url"]
+    readonly_fields = ["used_by_detail", "created_at", "updated_at"]
+    actions = ["test_connection"]
+    fieldsets = [
+        (None, {"fields": ["name", "kind", "base_url", "model_id", "api_key_env"]}),
+        ("Limits", {"fields": ["max_concurrency", "connect_timeout_s", "read_timeout_s"]}),
+        ("Shared by", {"fields": ["used_by_detail", "created_at", "updated_at"]}),
+    ]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return super().get_queryset(request).prefetch_related("agent_configs")
+
+    @admin.display(description="Agents using it")
+    def used_by(self, obj: ModelEndpoint) -> str:
+        return ", ".join(sorted(c.agent for c in obj.agent_configs.all())) or "-"
+
+    @admin.display(description="Agents using this endpoint")
+    def used_by_detail(self, obj: ModelEndpoint) -> SafeString | str:
+        if obj.pk is None:
+            return "-"
+        configs = prompt_ops.agents_sharing(obj)
+        if not configs:
+            return "No agent uses this endpoint."
+        links = format_html_join(
+            ", ",
+            '<a href="{}">{}</a>',
+            ((admin_url(AgentConfig, "change", c.pk), c.get_agent_display()) for c in configs),
+        )
+        if len(configs) == 1:
+            return links
+        return format_html("{} — they share one model instance: a change here affects all of them.", links)
+
+    def get_urls(self) -> list[URLPattern]:
+        info = (self.opts.app_label, self.opts.model_name)
+        return [
+            path(
+                "<path:object_id>/test-connection/",
+                self.admin_site.admin_view(self.test_connection_view),
+                name="{}_{}_test_connection".format(*info),
+            ),
+            *super().get_urls(),
+        ]
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        extra = {**(extra_context or {}), "can_test": self.has_change_permission(request)}
+        return super().change_view(request, object_id, form_url, extra)
+
+    def _test_response(self, request: HttpRequest, endpoints: list[ModelEndpoint]) -> TemplateResponse:
+        results = [prompt_ops.endpoint_test_connection(e, user=request.user) for e in endpoints]
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Connection test",
+            "results": results,
+            "has_view_permission": self.has_view_permission(request),
+        }
+        return TemplateResponse(request, TEMPLATES + "modelendpoint/test_connection.html", context)
+
+    def test_connection_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        endpoint = self.get_object(request, unquote(object_id))
+        if endpoint is None:
+            raise Http404("No such model endpoint.")
+        if not self.has_change_permission(request, endpoint):
+            raise PermissionDenied
+        if request.method != "POST":
+            return HttpResponseRedirect(admin_url(ModelEndpoint, "change", endpoint.pk))
+        return self._test_response(request, [endpoint])
+
+    @admin.action(description="Test connection (list models, time a tiny completion)", permissions=["change"])
+    def test_connection(self, request: HttpRequest, queryset: QuerySet[ModelEndpoint]) -> TemplateResponse:
+        return self._test_response(request, list(queryset.order_by("name")[:10]))
+
+
+# --- Agent configs -------------------------------------------------------------------------
+
+
+class AgentConfigForm(forms.ModelForm):
+    class Meta:
+        model = AgentConfig
+        fields = ["agent", "endpoint", "temperature", "max_tokens", "context_budget", "thinking", "enabled"]
+
+    def clean_temperature(self) -> float:
+        value = float(self.cleaned_data["temperature"])
+        if not 0.0 <= value <= 2.0:
+            raise forms.ValidationError("Between 0 and 2.")
+        return value
+
+    def clean_max_tokens(self) -> int:
+        value = int(self.cleaned_data["max_tokens"])
+        if not 1 <= value <= 32768:
+            raise forms.ValidationError("Between 1 and 32768.")
+        return value
+
+    def clean_context_budget(self) -> int:
+        value = int(self.cleaned_data["context_budget"])
+        if not 256 <= value <= 1_000_000:
+            raise forms.ValidationError("Between 256 and 1000000 tokens.")
+        return value
 
 
 @admin.register(AgentConfig)
-class AgentConfigAdmin(admin.ModelAdmin):
-    list_display = ["agent", "endpoint", "temperature", "max_tokens", "context_budget", "thinking", "enabled"]
+class AgentConfigAdmin(AuditedAdmin):
+    form = AgentConfigForm
+    list_display = [
+        "agent",
+        "endpoint_link",
+        "temperature",
+        "max_tokens",
+        "context_budget",
+        "thinking",
+        "enabled",
+        "active_prompt",
+        "last_change",
+    ]
     list_editable = ["enabled"]
     list_select_related = ["endpoint"]
+    fields = ["agent", "endpoint", "temperature", "max_tokens", "context_budget", "thinking", "enabled", "updated_at"]
+    readonly_fields = ["updated_at"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: AgentConfig | None = None) -> list[str]:
+        # An agent's config is found by its agent: that never changes after it is made.
+        return ["agent", "updated_at"] if obj is not None else ["updated_at"]
+
+    def has_delete_permission(self, request: HttpRequest, obj: AgentConfig | None = None) -> bool:
+        return False  # every agent needs a config (agents.E002); disable it instead
+
+    @admin.display(description="Endpoint", ordering="endpoint__name")
+    def endpoint_link(self, obj: AgentConfig) -> SafeString:
+        return format_html(
+            '<a href="{}">{}</a> <span class="quiet">{}</span>',
+            admin_url(ModelEndpoint, "change", obj.endpoint_id),
+            obj.endpoint.name,
+            obj.endpoint.model_id,
+        )
+
+    @admin.display(description="Active prompt")
+    def active_prompt(self, obj: AgentConfig) -> SafeString | str:
+        version = prompt_ops.active_version(obj.agent)
+        if version is None:
+            return format_html('<strong class="errornote-inline">{}</strong>', "none (agents.E001)")
+        return format_html('<a href="{}">v{}</a>', admin_url(PromptVersion, "change", version.pk), version.version)
+
+
+# --- Prompt versions -----------------------------------------------------------------------
+
+
+class DraftForm(forms.Form):
+    body = forms.CharField(
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 28, "class": "prompt-editor", "spellcheck": "false"}),
+        help_text="Placeholders are written ${name}; write $$ for a dollar sign.",
+    )
+
+    def __init__(self, *args: Any, agent: str, base: PromptVersion | None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.agent = agent
+        self.base = base
+
+    def clean_body(self) -> str:
+        body = str(self.cleaned_data["body"]).replace("\r\n", "\n")
+        errors = prompt_ops.prompt_body_errors(self.agent, body)
+        if errors:
+            raise forms.ValidationError(errors)
+        if self.base is not None and body == self.base.body:
+            raise forms.ValidationError(f"Nothing changed: this is the text of v{self.base.version}.")
+        return body
 
 
 @admin.register(PromptVersion)
-class PromptVersionAdmin(admin.ModelAdmin):
-    list_display = ["agent", "version", "status", "source", "created_by", "created_at", "activated_at"]
+class PromptVersionAdmin(AuditedAdmin):
+    list_display = ["title", "status_badge", "created", "activated", "links"]
+    list_display_links = ["title"]
     list_filter = ["agent", "status"]
-    readonly_fields = ["source", "source_sha256", "created_by", "created_at", "activated_at"]
+    list_select_related = ["created_by", "activated_by"]
+    search_fields = ["body"]
+    PROMPT_FIELDS = (
+        "agent",
+        "version",
+        "status",
+        "body_text",
+        "uses",
+        "created_by",
+        "created_at",
+        "activated_by",
+        "activated_at",
+        "source",
+        "source_sha256",
+    )
+    fields = PROMPT_FIELDS
+    readonly_fields = PROMPT_FIELDS
+
+    # Versions are immutable and are the record of what ran: edits make new drafts, and the
+    # standard change form is a read-only view with the operator's actions above it.
+    def has_change_permission(self, request: HttpRequest, obj: PromptVersion | None = None) -> bool:
+        return obj is None and super().has_change_permission(request)
+
+    def has_delete_permission(self, request: HttpRequest, obj: PromptVersion | None = None) -> bool:
+        return False
+
+    def can_change(self, request: HttpRequest) -> bool:
+        return super().has_change_permission(request)
+
+    @admin.display(description="Version", ordering="version")
+    def title(self, obj: PromptVersion) -> str:
+        return f"{obj.agent} v{obj.version}"
+
+    @admin.display(description="Created", ordering="created_at")
+    def created(self, obj: PromptVersion) -> str:
+        by = f" by {obj.created_by}" if obj.created_by else " (seeded)"
+        return f"{obj.created_at:%Y-%m-%d %H:%M}{by}"
+
+    @admin.display(description="Activated", ordering="activated_at")
+    def activated(self, obj: PromptVersion) -> str:
+        if obj.activated_at is None:
+            return "-"
+        by = f" by {obj.activated_by}" if obj.activated_by else ""
+        return f"{obj.activated_at:%Y-%m-%d %H:%M}{by}"
+
+    @admin.display(description="Status", ordering="status")
+    def status_badge(self, obj: PromptVersion) -> SafeString:
+        return format_html('<span class="pv-status pv-{}">{}</span>', obj.status, obj.get_status_display())
+
+    @admin.display(description="Placeholders")
+    def uses(self, obj: PromptVersion) -> str:
+        try:
+            return ", ".join(f"${{{n}}}" for n in sorted(placeholders_in(obj.body))) or "-"
+        except ValueError as exc:
+            return f"invalid: {exc}"
+
+    @admin.display(description="Text")
+    def body_text(self, obj: PromptVersion) -> SafeString:
+        return format_html('<pre class="prompt-body">{}</pre>', obj.body)
+
+    @admin.display(description="")
+    def links(self, obj: PromptVersion) -> SafeString:
+        items = [(admin_url(PromptVersion, "diff", obj.pk), "diff")]
+        if obj.agent in OUTPUT_SCHEMAS:
+            items.append((admin_url(PromptVersion, "replay", obj.pk), "replay"))
+        if obj.status != PromptStatus.ACTIVE:
+            items.append((admin_url(PromptVersion, "activate", obj.pk), "activate"))
+        return format_html_join(" · ", '<a href="{}">{}</a>', items)
+
+    # --- URLs and views ---
+
+    def get_urls(self) -> list[URLPattern]:
+        info = f"{self.opts.app_label}_{self.opts.model_name}"
+        wrap = self.admin_site.admin_view
+        return [
+            path("new/<str:agent>/", wrap(self.new_draft_view), name=f"{info}_new"),
+            path("rollback/<str:agent>/", wrap(self.rollback_view), name=f"{info}_rollback"),
+            path("<path:object_id>/edit/", wrap(self.edit_view), name=f"{info}_edit"),
+            path("<path:object_id>/diff/", wrap(self.diff_view), name=f"{info}_diff"),
+            path("<path:object_id>/replay/", wrap(self.replay_view), name=f"{info}_replay"),
+            path("<path:object_id>/activate/", wrap(self.activate_view), name=f"{info}_activate"),
+            *super().get_urls(),
+        ]
+
+    def _version(self, request: HttpRequest, object_id: str) -> PromptVersion:
+        version = self.get_object(request, unquote(object_id))
+        if version is None:
+            raise Http404("No such prompt version.")
+        return version
+
+    def _context(self, request: HttpRequest, title: str, **extra: Any) -> dict[str, Any]:
+        return {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": title,
+            "has_view_permission": self.has_view_permission(request),
+            "can_change": self.can_change(request),
+            "can_add": self.has_add_permission(request),
+            **extra,
+        }
+
+    def _agent_summary(self) -> list[dict[str, Any]]:
+        rows = []
+        versions = list(PromptVersion.objects.only("pk", "agent", "version", "status", "activated_at"))
+        for agent in Agent.values:
+            mine = [v for v in versions if v.agent == agent]
+            active = next((v for v in mine if v.status == PromptStatus.ACTIVE), None)
+            drafts = sorted((v for v in mine if v.status == PromptStatus.DRAFT), key=lambda v: -v.version)
+            rows.append(
+                {
+                    "agent": agent,
+                    "active": active,
+                    "drafts": drafts[:3],
+                    "more_drafts": max(0, len(drafts) - 3),
+                    "rollback_to": prompt_ops.rollback_target(agent),
+                }
+            )
+        return rows
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        extra = {
+            **(extra_context or {}),
+            "agent_summary": self._agent_summary(),
+            "can_change": self.can_change(request),
+            "can_add": self.has_add_permission(request),
+        }
+        return super().changelist_view(request, extra)
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        version = self._version(request, object_id)
+        active = prompt_ops.active_version(version.agent)
+        extra = {
+            **(extra_context or {}),
+            "active": active,
+            "diff": prompt_ops.prompt_diff(active, version) if active and active.pk != version.pk else None,
+            "rollback_to": prompt_ops.rollback_target(version.agent) if version.status == PromptStatus.ACTIVE else None,
+            "replayable": version.agent in OUTPUT_SCHEMAS,
+            "can_change": self.can_change(request),
+            "can_add": self.has_add_permission(request),
+            "warnings": prompt_ops.prompt_body_warnings(version.agent, version.body),
+        }
+        return super().change_view(request, object_id, form_url, extra)
+
+    def add_view(
+        self, request: HttpRequest, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """Adding a version means writing a draft for an agent: choose the agent first."""
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        agent = request.GET.get("agent", "")
+        if agent in Agent.values:
+            return HttpResponseRedirect(admin_url(PromptVersion, "new", agent))
+        choices = [(a, prompt_ops.active_version(a)) for a in Agent.values]
+        return TemplateResponse(
+            request,
+            TEMPLATES + "promptversion/choose_agent.html",
+            self._context(request, "New prompt draft: which agent?", choices=choices),
+        )
+
+    def new_draft_view(self, request: HttpRequest, agent: str) -> HttpResponse:
+        if agent not in Agent.values:
+            raise Http404("No such agent.")
+        active = prompt_ops.active_version(agent)
+        return self._draft(request, agent, active)
+
+    def edit_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        version = self._version(request, object_id)
+        return self._draft(request, version.agent, version)
+
+    def _draft(self, request: HttpRequest, agent: str, base: PromptVersion | None) -> HttpResponse:
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        if request.method == "POST":
+            form = DraftForm(request.POST, agent=agent, base=base)
+            if form.is_valid():
+                try:
+                    draft = prompt_ops.prompt_draft_create(
+                        agent=agent, body=form.cleaned_data["body"], user=request.user, based_on=base
+                    )
+                except prompt_ops.PromptOpError as exc:
+                    form.add_error("body", str(exc))
+                else:
+                    origin = f" from v{base.version}" if base is not None else ""
+                    messages.success(
+                        request,
+                        f"Saved {agent} v{draft.version} as a draft{origin}. Nothing runs it yet: compare it, "
+                        "replay it on past turns, then activate it.",
+                    )
+                    for warning in prompt_ops.prompt_body_warnings(agent, draft.body):
+                        messages.warning(request, f"Note: {warning}.")
+                    return HttpResponseRedirect(admin_url(PromptVersion, "change", draft.pk))
+        else:
+            form = DraftForm(initial={"body": base.body if base is not None else ""}, agent=agent, base=base)
+        title = f"Edit {agent} v{base.version} as a new draft" if base is not None else f"New {agent} draft"
+        context = self._context(
+            request,
+            title,
+            form=form,
+            agent=agent,
+            base=base,
+            original=base,
+            allowed=sorted(PLACEHOLDERS[agent]),
+        )
+        return TemplateResponse(request, TEMPLATES + "promptversion/draft_form.html", context)
+
+    def diff_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        version = self._version(request, object_id)
+        others = list(PromptVersion.objects.filter(agent=version.agent).exclude(pk=version.pk).order_by("-version"))
+        against_id = request.GET.get("against", "")
+        against = next((v for v in others if str(v.pk) == against_id), None)
+        if against is None:
+            active = prompt_ops.active_version(version.agent)
+            if active is not None and active.pk != version.pk:
+                against = active
+            else:  # the active version itself: compare with the one before it
+                against = next((v for v in others if v.version < version.version), others[0] if others else None)
+        diff = prompt_ops.prompt_diff(against, version)
+        context = self._context(
+            request,
+            f"{version.agent} v{version.version} compared with " + (f"v{against.version}" if against else "nothing"),
+            original=version,
+            version=version,
+            against=against,
+            others=others,
+            diff=diff,
+        )
+        return TemplateResponse(request, TEMPLATES + "promptversion/diff.html", context)
+
+    def replay_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        version = self._version(request, object_id)
+        if not self.can_change(request):
+            raise PermissionDenied
+        replayable = version.agent in OUTPUT_SCHEMAS
+        candidates = list(prompt_ops.replay_candidates(version.agent)) if replayable else []
+        chosen = {c.pk for c in candidates[:3]}
+        report = None
+        if request.method == "POST" and replayable:
+            wanted = {int(v) for v in request.POST.getlist("runs") if v.isdigit()}
+            chosen = wanted
+            runs = [c for c in candidates if c.pk in wanted]
+            if not runs:
+                messages.error(request, "Choose at least one past run to replay on.")
+            elif len(runs) > prompt_ops.REPLAY_MAX_RUNS:
+                messages.error(request, f"Choose at most {prompt_ops.REPLAY_MAX_RUNS} runs.")
+            else:
+                try:
+                    report = prompt_ops.prompt_replay(version=version, runs=runs, user=request.user)
+                except prompt_ops.PromptOpError as exc:
+                    messages.error(request, str(exc))
+        context = self._context(
+            request,
+            f"Replay {version.agent} v{version.version} on past turns",
+            original=version,
+            version=version,
+            replayable=replayable,
+            candidates=candidates,
+            chosen=chosen,
+            report=report,
+            max_runs=prompt_ops.REPLAY_MAX_RUNS,
+            total_timeout_s=int(prompt_ops.REPLAY_TOTAL_TIMEOUT_S),
+            endpoint=AgentConfig.objects.select_related("endpoint").filter(agent=version.agent).first(),
+        )
+        return TemplateResponse(request, TEMPLATES + "promptversion/replay.html", context)
+
+    def activate_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        version = self._version(request, object_id)
+        if not self.can_change(request):
+            raise PermissionDenied
+        if request.method == "POST":
+            try:
+                previous = prompt_ops.active_version(version.agent)
+                prompt_ops.prompt_version_activate(version=version, user=request.user)
+            except prompt_ops.PromptOpError as exc:
+                messages.error(request, str(exc))
+            else:
+                retired = f" (v{previous.version} retired)" if previous is not None else ""
+                messages.success(
+                    request,
+                    f"Activated {version.agent} v{version.version}{retired}: the next {version.agent} run uses it.",
+                )
+            return HttpResponseRedirect(admin_url(PromptVersion, "change", version.pk))
+        active = prompt_ops.active_version(version.agent)
+        context = self._context(
+            request,
+            f"Activate {version.agent} v{version.version}?",
+            original=version,
+            version=version,
+            active=active,
+            diff=prompt_ops.prompt_diff(active, version),
+            errors=prompt_ops.prompt_body_errors(version.agent, version.body),
+        )
+        return TemplateResponse(request, TEMPLATES + "promptversion/activate.html", context)
+
+    def rollback_view(self, request: HttpRequest, agent: str) -> HttpResponse:
+        if agent not in Agent.values:
+            raise Http404("No such agent.")
+        if not self.can_change(request):
+            raise PermissionDenied
+        if request.method == "POST":
+            try:
+                restored = prompt_ops.prompt_version_rollback(agent=agent, user=request.user)
+            except prompt_ops.PromptOpError as exc:
+                messages.error(request, str(exc))
+                return HttpResponseRedirect(admin_url(PromptVersion, "changelist"))
+            messages.success(request, f"Rolled {agent} back to v{restored.version}: the next {agent} run uses it.")
+            return HttpResponseRedirect(admin_url(PromptVersion, "change", restored.pk))
+        active = prompt_ops.active_version(agent)
+        target = prompt_ops.rollback_target(agent)
+        context = self._context(
+            request,
+            f"Roll {agent} back" + (f" to v{target.version}?" if target else ""),
+            agent=agent,
+            active=active,
+            target=target,
+            diff=prompt_ops.prompt_diff(active, target) if target is not None else None,
+        )
+        return TemplateResponse(request, TEMPLATES + "promptversion/rollback.html", context)
+
+
+# --- The move catalog and the crisis configuration -------------------------------------------
 
 
 @admin.register(CoachingMove)
-class CoachingMoveAdmin(admin.ModelAdmin):
-    list_display = ["key", "name", "pushes", "active"]
+class CoachingMoveAdmin(AuditedAdmin):
+    list_display = ["key", "name", "pushes", "active", "last_change"]
     list_filter = ["pushes", "active"]
     search_fields = ["key", "name"]
 
+    def get_readonly_fields(self, request: HttpRequest, obj: CoachingMove | None = None) -> list[str]:
+        # Agents' outputs and stored runs name moves by key: a renamed key would orphan them.
+        return ["key"] if obj is not None else []
+
 
 @admin.register(CrisisResource)
-class CrisisResourceAdmin(admin.ModelAdmin):
-    list_display = ["locale", "order", "name", "contact", "url", "active"]
+class CrisisResourceAdmin(AuditedAdmin):
+    list_display = ["locale", "order", "name", "contact", "active", "last_change"]
     list_filter = ["locale", "active"]
     list_editable = ["order", "active"]
+    search_fields = ["name", "contact", "description"]
+    ordering = ["locale", "order", "name"]
 
 
 @admin.register(CrisisPattern)
-class CrisisPatternAdmin(admin.ModelAdmin):
-    list_display = ["locale", "pattern", "note", "active"]
+class CrisisPatternAdmin(AuditedAdmin):
+    list_display = ["locale", "pattern", "note", "active", "last_change"]
     list_filter = ["locale", "active"]
     search_fields = ["pattern", "note"]

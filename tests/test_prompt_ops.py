@@ -1,0 +1,520 @@
+"""Operators' services (agents/prompt_ops.py) and the configuration checks: drafts and their
+placeholders, activation and rollback, diffs, replays of a draft on stored runs through the
+real pipeline.agent_run_replay against the simulated server, and the endpoint connection test."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.checks import Error
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+
+from agents import pipeline, prompt_ops, services
+from agents.checks import agents_configured
+from agents.context import SharedContext, agent_messages
+from agents.llm.simulator import SimulatorServer, messages_sha
+from agents.models import AgentConfig, AgentRun, ModelEndpoint, PromptStatus, PromptVersion, RunStatus, Turn
+from tests.conftest import free_port, make_coachee, point_agents_at
+
+pytestmark = pytest.mark.timeout(90)
+
+CANARY = "CANARY-41c9-coachee-words"
+PREFS = {"directness": 2, "warmth": 4, "structure": 3, "challenge": 2, "pacing": 2}
+ORIGINAL = {
+    "preferences": PREFS,
+    "strategy": "support",
+    "suggested_moves": ["tiny_next_step"],
+    "rationale": "Small steps first.",
+}
+REPLAYED = {
+    "preferences": PREFS | {"structure": 5},
+    "strategy": "structure",
+    "suggested_moves": ["if_then_plan"],
+    "rationale": "A plan with a cue.",
+}
+DRAFT_BODY = "You are Plasticity, draft two. Prefer structure.\nMoves you may suggest:\n${moves}\n"
+
+
+# --- Helpers (also used by the admin and browser tests) -------------------------------------
+
+
+def make_operator(username: str = "op", password: str = "pw-for-tests-1", *, coach: bool = False) -> Any:
+    user = get_user_model().objects.create_user(username=username, password=password, is_staff=True)
+    user.groups.add(Group.objects.get(name="operators"))
+    if coach:
+        user.groups.add(Group.objects.get(name="coaches"))
+    return user
+
+
+def stored_turn(username: str, *, agent: str = "plasticity", text: str = "I keep skipping my runs.") -> AgentRun:
+    """A coachee's turn with Shadow and one specialist run on the simulator; returns the run.
+    The Celery canvas is not started (callers patch services._start_pipeline)."""
+    user = get_user_model().objects.filter(username=username).first() or make_coachee(username)
+    session = services.session_start(user_id=user.pk)
+    accepted = services.turn_accept(session_id=session.pk, user_id=user.pk, client_id=f"c-{time.time_ns()}", text=text)
+    pipeline.shadow_step(turn_id=accepted.turn_id)
+    assert pipeline.specialist_step(turn_id=accepted.turn_id, agent=agent) == RunStatus.SUCCEEDED
+    return AgentRun.objects.select_related("turn", "prompt_version").get(turn_id=accepted.turn_id, agent=agent)
+
+
+def snapshot(run: AgentRun) -> tuple[Any, ...]:
+    run.refresh_from_db()
+    return (
+        run.status,
+        run.raw_output,
+        run.parsed_output,
+        run.prompt_version_id,
+        run.validation_errors,
+        run.prompt_tokens,
+        run.completion_tokens,
+        run.latency_ms,
+        run.finished_at,
+    )
+
+
+def sent_sha(run: AgentRun, body: str) -> str:
+    """What a call with `body` on this run's stored inputs sends, as the simulator logs it."""
+    shared = SharedContext(text=run.turn.shared_prompt, tokens=0, message_ids=[])
+    return messages_sha(
+        agent_messages(shared, pipeline.instructions_for(body, run.prompt_values, run.extra_instructions))
+    )
+
+
+@pytest.fixture
+def on_sim(seeded: None, sim: SimulatorServer, monkeypatch: pytest.MonkeyPatch) -> SimulatorServer:
+    monkeypatch.setattr(services, "_start_pipeline", lambda turn_id: None)
+    point_agents_at(sim.base_url)
+    sim.configure(default={"ttft_ms": 0, "tokens_per_s": 0})
+    return sim
+
+
+@pytest.fixture
+def operator(seeded: None) -> Any:
+    return make_operator()
+
+
+def active(agent: str) -> PromptVersion:
+    return PromptVersion.objects.get(agent=agent, status=PromptStatus.ACTIVE)
+
+
+def log_messages(obj: Any) -> list[str]:
+    return list(
+        LogEntry.objects.filter(object_id=str(obj.pk), content_type__model=obj._meta.model_name)
+        .order_by("action_time", "pk")
+        .values_list("change_message", flat=True)
+    )
+
+
+# --- The whole operator story ----------------------------------------------------------------
+
+
+def test_a_draft_replayed_on_three_turns_then_activated_and_rolled_back(on_sim: SimulatorServer, operator: Any) -> None:
+    sim = on_sim
+    sim.configure(agents={"plasticity": {"script": [ORIGINAL], "repeat_last": True}})
+    runs = [stored_turn(f"coachee{i}", text=f"{CANARY} {i}: I keep skipping my runs.") for i in range(3)]
+    originals = {run.pk: snapshot(run) for run in runs}
+    v1 = active("plasticity")
+    assert all(run.prompt_version_id == v1.pk and run.parsed_output == ORIGINAL for run in runs)
+    runs_before = AgentRun.objects.count()
+
+    draft = prompt_ops.prompt_draft_create(agent="plasticity", body=DRAFT_BODY, user=operator)
+    assert (draft.status, draft.version, draft.created_by) == (PromptStatus.DRAFT, v1.version + 1, operator)
+    assert active("plasticity") == v1
+
+    # The replay: the draft's text on each run's stored inputs, through the configured endpoint.
+    sim.configure(agents={"plasticity": {"script": [REPLAYED], "repeat_last": True}})
+    calls_before = len(sim.calls(agent="plasticity"))
+    report = prompt_ops.prompt_replay(version=draft, runs=runs, user=operator)
+
+    assert [row.run_id for row in report.rows] == [run.pk for run in runs]
+    assert [(row.ran, row.valid, row.changed) for row in report.rows] == [(True, True, True)] * 3
+    assert all(row.original_output == ORIGINAL and row.new_output == REPLAYED for row in report.rows)
+    assert all(row.original_version == v1.version for row in report.rows)
+    assert all(row.new_completion_tokens and row.new_latency_ms is not None for row in report.rows)
+    fields = report.rows[0].fields
+    assert [f.name for f in fields] == ["preferences", "strategy", "suggested_moves", "rationale"]  # schema order
+    assert all(f.changed for f in fields)
+    assert [line for line, marked in fields[0].original_lines if marked] == ['  "structure": 3,']
+    assert [line for line, marked in fields[0].new_lines if marked] == ['  "structure": 5,']
+    assert report.summary == "3 of 3 runs replayed, 3 validated, 3 gave a different output"
+    replay_calls = sim.calls(agent="plasticity")[calls_before:]
+    assert [c["messages_sha"] for c in replay_calls] == [sent_sha(run, DRAFT_BODY) for run in runs]
+    # Stored originals are never changed, and no run was added.
+    assert {run.pk: snapshot(run) for run in runs} == originals
+    assert AgentRun.objects.count() == runs_before
+    assert "Replayed v2 on 3 past runs" in log_messages(draft)[-1]
+
+    # Activating it: the next turn's run records the new version and was sent its text.
+    prompt_ops.prompt_version_activate(version=draft, user=operator)
+    draft.refresh_from_db()
+    v1.refresh_from_db()
+    assert (draft.status, v1.status) == (PromptStatus.ACTIVE, PromptStatus.RETIRED)
+    assert draft.activated_by == operator
+    assert draft.activated_at is not None
+    after = stored_turn("coachee-next")
+    assert after.prompt_version_id == draft.pk
+    assert sim.calls(agent="plasticity")[-1]["messages_sha"] == sent_sha(after, DRAFT_BODY)
+
+    # Rolling back restores the old version for the turn after.
+    restored = prompt_ops.prompt_version_rollback(agent="plasticity", user=operator)
+    assert restored == v1
+    draft.refresh_from_db()
+    assert (active("plasticity"), draft.status) == (v1, PromptStatus.RETIRED)
+    again = stored_turn("coachee-after-rollback")
+    assert again.prompt_version_id == v1.pk
+    assert sim.calls(agent="plasticity")[-1]["messages_sha"] == sent_sha(again, v1.body)
+    assert {run.pk: snapshot(run) for run in runs} == originals
+    # Who did what, and when, is on record.
+    assert log_messages(draft) == [
+        "Created draft v2.",
+        "Replayed v2 on 3 past runs (turns "
+        + ", ".join(str(r.turn_id) for r in runs)
+        + "): 3 of 3 runs replayed, 3 validated, 3 gave a different output.",
+        "Activated v2 (replacing v1).",
+        "Retired by a rollback to v1.",
+    ]
+    assert log_messages(v1) == ["Retired: v2 was activated.", "Rolled back to v1: it replaces v2."]
+    assert set(LogEntry.objects.values_list("user__username", flat=True)) == {"op"}
+
+
+# --- Drafts ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("agent", "body", "message"),
+    [
+        ("plasticity", "Moves: ${moves}. Secret: ${api_key}", "plasticity cannot be given ${api_key}"),
+        ("shadow", "Look at ${moves}", "shadow cannot be given ${moves}; it can be given: none"),
+        ("stability", "It costs $5", "a '$' that is not a ${placeholder}"),
+        ("critic", "   \n", "the prompt is empty"),
+    ],
+)
+def test_a_draft_whose_placeholders_the_agent_cannot_be_given_is_refused(
+    operator: Any, agent: str, body: str, message: str
+) -> None:
+    before = PromptVersion.objects.count()
+    with pytest.raises(prompt_ops.PromptOpError) as info:
+        prompt_ops.prompt_draft_create(agent=agent, body=body, user=operator)
+    assert message in str(info.value)
+    assert PromptVersion.objects.count() == before
+    assert not LogEntry.objects.exists()
+
+
+def test_a_draft_may_use_any_placeholder_its_agent_is_given(operator: Any) -> None:
+    draft = prompt_ops.prompt_draft_create(
+        agent="synth", body="${brief}\n${coach_reply}\n${specialists}\nPrices in $$.", user=operator
+    )
+    assert draft.status == PromptStatus.DRAFT
+    entry = LogEntry.objects.get()
+    assert (entry.action_flag, entry.user, entry.object_id) == (ADDITION, operator, str(draft.pk))
+
+
+def test_editing_the_active_version_makes_a_new_draft_and_changes_nothing_else(operator: Any) -> None:
+    v1 = active("stability")
+    body = v1.body
+    edited = prompt_ops.prompt_draft_create(agent="stability", body=body + "\nBe brief.", user=operator, based_on=v1)
+    second = prompt_ops.prompt_draft_create(
+        agent="stability", body=body + "\nBe briefer.", user=operator, based_on=edited
+    )
+    v1.refresh_from_db()
+    assert (v1.body, v1.status) == (body, PromptStatus.ACTIVE)
+    assert [edited.version, second.version] == [v1.version + 1, v1.version + 2]
+    assert PromptVersion.objects.get(pk=edited.pk).body == body + "\nBe brief."
+    assert log_messages(second) == [f"Created draft v{second.version} from v{edited.version} (draft)."]
+
+
+def test_a_draft_cannot_be_based_on_another_agents_version(operator: Any) -> None:
+    with pytest.raises(prompt_ops.PromptOpError, match="not persona"):
+        prompt_ops.prompt_draft_create(agent="persona", body="Profile them.", user=operator, based_on=active("shadow"))
+
+
+def test_unused_inputs_are_a_warning_not_an_error() -> None:
+    assert prompt_ops.prompt_body_errors("plasticity", "Suggest moves.") == []
+    assert prompt_ops.prompt_body_warnings("plasticity", "Suggest from ${moves}.") == [
+        "the prompt does not use ${persona_profile}, so the agent will not see it"
+    ]
+
+
+# --- Activation and rollback -----------------------------------------------------------------
+
+
+def test_activation_retires_the_active_version_and_records_who_and_when(operator: Any) -> None:
+    v1 = active("persona")
+    draft = prompt_ops.prompt_draft_create(agent="persona", body="Profile, carefully.", user=operator)
+    prompt_ops.prompt_version_activate(version=draft, user=operator)
+    assert list(PromptVersion.objects.filter(agent="persona", status=PromptStatus.ACTIVE)) == [draft]
+    v1.refresh_from_db()
+    assert v1.status == PromptStatus.RETIRED
+    assert v1.activated_by is None  # its own activation record is kept as it was
+    with pytest.raises(prompt_ops.PromptOpError, match="already active"):
+        prompt_ops.prompt_version_activate(version=draft, user=operator)
+
+
+def test_activation_is_all_or_nothing(operator: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    v1 = active("persona")
+    draft = prompt_ops.prompt_draft_create(agent="persona", body="Profile, carefully.", user=operator)
+    calls: list[str] = []
+
+    def failing_audit(user: Any, obj: Any, message: str, **kwargs: Any) -> None:
+        calls.append(message)
+        if message.startswith("Activated"):
+            raise RuntimeError("the log is down")
+
+    monkeypatch.setattr(prompt_ops, "audit", failing_audit)
+    with pytest.raises(RuntimeError):
+        prompt_ops.prompt_version_activate(version=draft, user=operator)
+    assert calls == ["Retired: v2 was activated.", "Activated v2 (replacing v1)."]
+    assert active("persona") == v1
+    assert PromptVersion.objects.get(pk=draft.pk).status == PromptStatus.DRAFT
+
+
+def test_a_version_the_agent_cannot_fill_is_not_activated(operator: Any) -> None:
+    bad = PromptVersion.objects.create(agent="persona", version=9, body="Use ${moves}.", status=PromptStatus.DRAFT)
+    with pytest.raises(prompt_ops.PromptOpError, match="cannot be activated"):
+        prompt_ops.prompt_version_activate(version=bad, user=operator)
+    assert active("persona").version == 1
+
+
+def test_rollback_restores_the_version_active_before_the_current_one(operator: Any) -> None:
+    v1 = active("critic")
+    v2 = prompt_ops.prompt_draft_create(agent="critic", body="Check ${reply} against ${blocked_moves}.", user=operator)
+    v3 = prompt_ops.prompt_draft_create(agent="critic", body="Judge ${reply}; blocked: ${blocked_moves}", user=operator)
+    with pytest.raises(prompt_ops.PromptOpError, match="no earlier active version"):
+        prompt_ops.prompt_version_rollback(agent="shadow", user=operator)  # only ever had v1
+    prompt_ops.prompt_version_activate(version=v2, user=operator)
+    prompt_ops.prompt_version_activate(version=v3, user=operator)
+    assert prompt_ops.rollback_target("critic") == v2
+    assert prompt_ops.prompt_version_rollback(agent="critic", user=operator) == v2
+    assert active("critic") == v2
+    # A second rollback undoes the first; the seeded v1 is next only after that.
+    assert prompt_ops.prompt_version_rollback(agent="critic", user=operator) == v3
+    prompt_ops.prompt_version_activate(version=v1, user=operator)
+    assert prompt_ops.rollback_target("critic") == v3
+    # "Previous" is by activation time, not by version number.
+    prompt_ops.prompt_version_activate(version=v2, user=operator)
+    prompt_ops.prompt_version_activate(version=v1, user=operator)
+    assert prompt_ops.prompt_version_rollback(agent="critic", user=operator) == v2
+    assert PromptVersion.objects.filter(agent="critic", status=PromptStatus.ACTIVE).count() == 1
+
+
+# --- Diff ------------------------------------------------------------------------------------
+
+
+def test_the_diff_counts_lines_and_escapes_the_text() -> None:
+    diff = prompt_ops.body_diff("one\ntwo\nthree\n", "one\n<script>alert(1)</script>\nthree\nfour\n")
+    assert (diff.added, diff.removed, diff.changed) == (2, 1, True)
+    assert [(line.kind, line.text) for line in diff.lines if line.kind in ("add", "del")] == [
+        ("del", "two"),
+        ("add", "<script>alert(1)</script>"),
+        ("add", "four"),
+    ]
+    html = str(diff.html)
+    assert "<script>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert not prompt_ops.body_diff("same\n", "same\n").changed
+    assert "identical" in str(prompt_ops.body_diff("same\n", "same\n").html)
+
+
+def test_prompt_diff_compares_two_versions(operator: Any) -> None:
+    v1 = active("shadow")
+    draft = prompt_ops.prompt_draft_create(agent="shadow", body=v1.body + "Say less.\n", user=operator)
+    diff = prompt_ops.prompt_diff(v1, draft)
+    assert (diff.old_label, diff.new_label) == ("shadow v1 (active)", "shadow v2 (draft)")
+    assert (diff.added, diff.removed) == (1, 0)
+    assert [line.text for line in diff.lines if line.kind == "add"] == ["Say less."]
+
+
+# --- Replay edge cases -------------------------------------------------------------------------
+
+
+def test_a_replay_that_does_not_validate_is_reported_and_stores_nothing(on_sim: SimulatorServer, operator: Any) -> None:
+    run = stored_turn("ana")
+    before = snapshot(run)
+    draft = prompt_ops.prompt_draft_create(agent="plasticity", body=DRAFT_BODY, user=operator)
+    on_sim.configure(agents={"plasticity": {"fault": "invalid_json"}})
+    report = prompt_ops.prompt_replay(version=draft, runs=[run], user=operator)
+    (row,) = report.rows
+    assert (row.ran, row.valid, row.new_output) == (True, False, None)
+    assert row.new_errors
+    assert row.new_failure.startswith("llm_bad_output")
+    assert row.calls == 2  # the call and its one repair
+    assert snapshot(run) == before
+    assert report.summary == "1 of 1 runs replayed, 0 validated, 0 gave a different output"
+
+
+def test_a_replay_keeps_to_its_time_limit(on_sim: SimulatorServer, operator: Any) -> None:
+    runs = [stored_turn("ana"), stored_turn("ben")]
+    draft = prompt_ops.prompt_draft_create(agent="plasticity", body=DRAFT_BODY, user=operator)
+    on_sim.configure(agents={"plasticity": {"fault": "hang", "delay_s": 30}})
+    started = time.monotonic()
+    report = prompt_ops.prompt_replay(version=draft, runs=runs, total_timeout_s=1.5)
+    assert time.monotonic() - started < 6
+    assert not any(row.valid for row in report.rows)
+    assert report.rows[-1].new_failure == "not run: the replay's time limit was reached"
+
+
+def test_a_replay_takes_only_runs_of_the_versions_agent_and_a_bounded_number(
+    on_sim: SimulatorServer, operator: Any
+) -> None:
+    run = stored_turn("ana")
+    stability = prompt_ops.prompt_draft_create(agent="stability", body="Assess. ${moves}", user=operator)
+    with pytest.raises(prompt_ops.PromptOpError, match="not stability runs"):
+        prompt_ops.prompt_replay(version=stability, runs=[run])
+    plasticity = prompt_ops.prompt_draft_create(agent="plasticity", body=DRAFT_BODY, user=operator)
+    with pytest.raises(prompt_ops.PromptOpError, match="at most 10"):
+        prompt_ops.prompt_replay(version=plasticity, runs=[run] * 11)
+    with pytest.raises(prompt_ops.PromptOpError, match="at least one"):
+        prompt_ops.prompt_replay(version=plasticity, runs=[])
+    coach = prompt_ops.prompt_draft_create(agent="coach", body="Be kind. ${blocked_moves}", user=operator)
+    with pytest.raises(prompt_ops.PromptOpError, match="free text"):
+        prompt_ops.prompt_replay(version=coach, runs=[run])
+
+
+def test_replay_candidates_are_finished_runs_with_stored_inputs(on_sim: SimulatorServer) -> None:
+    first, second = stored_turn("ana"), stored_turn("ben")
+    Turn.objects.filter(pk=first.turn_id).update(shared_prompt="")  # an old run, before prompts were kept
+    AgentRun.objects.create(turn_id=second.turn_id, agent="plasticity", round=2)  # still running
+    assert [run.pk for run in prompt_ops.replay_candidates("plasticity")] == [second.pk]
+    assert list(prompt_ops.replay_candidates("stability")) == []
+
+
+def test_a_replay_with_model_calls_switched_off_reports_it(seeded: None, operator: Any, settings: Any) -> None:
+    settings.COACHING_LLM_ALLOW_REQUESTS = False
+    user = make_coachee()
+    session = services.session_start(user_id=user.pk)
+    accepted = services.turn_accept(session_id=session.pk, user_id=user.pk, client_id="c-1", text="Hello")
+    Turn.objects.filter(pk=accepted.turn_id).update(shared_prompt="(shared)")
+    run = AgentRun.objects.create(turn_id=accepted.turn_id, agent="shadow", status=RunStatus.FAILED)
+    draft = prompt_ops.prompt_draft_create(agent="shadow", body="Observe.", user=operator)
+    (row,) = prompt_ops.prompt_replay(version=draft, runs=[run]).rows
+    assert not row.valid
+    assert row.new_failure.startswith("llm_disabled")
+
+
+# --- Endpoint connection test ----------------------------------------------------------------
+
+
+def test_the_connection_test_lists_models_and_times_a_completion(on_sim: SimulatorServer, operator: Any) -> None:
+    endpoint = ModelEndpoint.objects.get(name="test")
+    result = prompt_ops.endpoint_test_connection(endpoint, user=operator)
+    assert result.ok, result.summary
+    assert (result.models, result.model_listed) == (["sim-model"], True)
+    assert result.list_ms is not None
+    assert result.completion_ms is not None
+    assert result.completion_text
+    (call,) = on_sim.calls(agent="connection-test")
+    assert call["model"] == "sim-model"
+    assert log_messages(endpoint)[-1].startswith("Tested the connection: OK; 1 models in")
+
+
+def test_the_connection_test_flags_a_model_the_server_does_not_list(on_sim: SimulatorServer) -> None:
+    endpoint = ModelEndpoint.objects.get(name="test")
+    endpoint.model_id = "some-other-model"
+    result = prompt_ops.endpoint_test_connection(endpoint)
+    assert result.listed
+    assert not result.model_listed
+    assert "some-other-model NOT listed" in result.summary
+
+
+def test_the_connection_test_reports_a_failing_completion(on_sim: SimulatorServer) -> None:
+    on_sim.configure(agents={"connection-test": {"fault": "http_500"}})
+    result = prompt_ops.endpoint_test_connection(ModelEndpoint.objects.get(name="test"))
+    assert result.listed
+    assert not result.ok
+    assert "500" in result.completion_error
+
+
+def test_the_connection_test_never_raises_and_gives_up_quickly(seeded: None, operator: Any, settings: Any) -> None:
+    settings.COACHING_LLM_ALLOW_REQUESTS = True
+    endpoint = ModelEndpoint.objects.create(
+        name="nowhere", base_url=f"http://127.0.0.1:{free_port()}/v1", model_id="m", connect_timeout_s=30
+    )
+    started = time.monotonic()
+    result = prompt_ops.endpoint_test_connection(endpoint, user=operator)
+    assert time.monotonic() - started < 8
+    assert not result.ok
+    assert not result.listed
+    assert "unreachable" in result.list_error
+    assert result.completion_error == "skipped: the server did not answer"
+    assert "FAILED" in log_messages(endpoint)[-1]
+    broken = ModelEndpoint(name="broken", base_url="not a url", model_id="m")
+    assert not prompt_ops.endpoint_test_connection(broken).ok
+
+
+# --- System checks ---------------------------------------------------------------------------
+
+
+def error_ids(errors: list[Error]) -> list[tuple[str, str]]:
+    return [(e.id or "", e.msg) for e in errors]
+
+
+def test_a_seeded_configuration_passes_the_checks(seeded: None) -> None:
+    assert agents_configured(None) == []
+
+
+def test_an_agent_without_an_active_prompt_fails_the_check(seeded: None) -> None:
+    PromptVersion.objects.filter(agent="synth").update(status=PromptStatus.RETIRED)
+    assert error_ids(agents_configured(None)) == [("agents.E001", "agent synth has no active prompt")]
+
+
+def test_an_agent_whose_endpoint_is_unusable_fails_the_check(seeded: None) -> None:
+    embedded = ModelEndpoint.objects.get(name="embedded")
+    ModelEndpoint.objects.filter(pk=embedded.pk).update(base_url="")
+    ids = error_ids(agents_configured(None))
+    assert len(ids) == 7
+    assert ids[0] == ("agents.E003", "agent coach uses endpoint embedded, which has no base URL")
+    ModelEndpoint.objects.filter(pk=embedded.pk).update(base_url="ftp://example.org/v1")
+    assert "is not an http(s) URL" in agents_configured(None)[0].msg
+    for usable in ("http://vllm:8000/v1", "https://gpu-host.internal/v1", "http://[::1]:8081/v1"):
+        ModelEndpoint.objects.filter(pk=embedded.pk).update(base_url=usable)
+        assert agents_configured(None) == [], usable
+    ModelEndpoint.objects.filter(pk=embedded.pk).update(base_url="http://bad_host:80/v1")
+    assert "without a valid host" in agents_configured(None)[0].msg
+    ModelEndpoint.objects.filter(pk=embedded.pk).update(base_url="http://vllm:port/v1")
+    assert "not a valid URL" in agents_configured(None)[0].msg
+    ModelEndpoint.objects.filter(pk=embedded.pk).update(base_url="http://127.0.0.1:8081/v1", model_id=" ")
+    assert agents_configured(None)[0].msg == "agent coach uses endpoint embedded, which names no model"
+
+
+def test_an_agent_pointing_at_a_missing_endpoint_fails_the_check(seeded: None) -> None:
+    # The foreign key is PROTECT and deferred: a dangling id exists only inside a transaction,
+    # which is enough to show the check does not trust the join.
+    config = AgentConfig.objects.get(agent="stability")
+    AgentConfig.objects.filter(pk=config.pk).update(endpoint_id=987654)
+    try:
+        assert error_ids(agents_configured(None)) == [
+            ("agents.E003", "agent stability points at a model endpoint that does not exist")
+        ]
+        with pytest.raises(SystemCheckError, match=r"agents\.E003"):
+            call_command("check")
+    finally:
+        AgentConfig.objects.filter(pk=config.pk).update(endpoint_id=config.endpoint_id)
+
+
+def test_an_active_prompt_the_agent_cannot_fill_fails_the_check(seeded: None) -> None:
+    PromptVersion.objects.filter(agent="persona", status=PromptStatus.ACTIVE).update(body="Use ${moves}.")
+    assert error_ids(agents_configured(None)) == [
+        (
+            "agents.E004",
+            "agent persona's active prompt v1 cannot be filled: it names ${moves}, which this agent is not given",
+        )
+    ]
+
+
+def test_a_missing_configuration_still_fails_the_check(seeded: None) -> None:
+    AgentConfig.objects.filter(agent="critic").delete()
+    assert error_ids(agents_configured(None)) == [("agents.E002", "agent critic has no configuration")]
+
+
+def test_creation_and_activation_are_addition_and_change_entries(operator: Any) -> None:
+    # Activation is a change of the version, so it appears as such in admin's history.
+    draft = prompt_ops.prompt_draft_create(agent="shadow", body="Observe.", user=operator)
+    prompt_ops.prompt_version_activate(version=draft, user=operator)
+    flags = list(LogEntry.objects.filter(object_id=str(draft.pk)).order_by("pk").values_list("action_flag", flat=True))
+    assert flags == [ADDITION, CHANGE]
