@@ -4,6 +4,7 @@ No LLM calls and no I/O here: services.py and pipeline.py do the work.
 """
 
 from django.conf import settings
+from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 
@@ -31,7 +32,13 @@ class EndpointKind(models.TextChoices):
 class ModelEndpoint(models.Model):
     name = models.SlugField(max_length=64, unique=True)
     kind = models.CharField(max_length=16, choices=EndpointKind.choices, default=EndpointKind.VLLM)
-    base_url = models.URLField(help_text="OpenAI-compatible base URL, ending in /v1.")
+    # A CharField with an http(s) validator rather than URLField, whose validator refuses the
+    # single-label hosts servers often have inside a cluster (http://vllm:8000/v1).
+    base_url = models.CharField(
+        max_length=300,
+        validators=[RegexValidator(r"^https?://[^\s/]+(/\S*)?$", "Enter an http:// or https:// URL.")],
+        help_text="OpenAI-compatible base URL, ending in /v1.",
+    )
     model_id = models.CharField(max_length=200, help_text="The model name the server expects.")
     api_key_env = models.CharField(
         max_length=100,

@@ -103,9 +103,13 @@ def turn_shared_context(turn: Turn) -> SharedContext:
     return shared
 
 
-def request_headers(agent: str, turn_id: int) -> dict[str, str]:
-    # Lets the server (and the test simulator) attribute each call to its agent and turn.
-    return {"X-Coaching-Agent": agent, "X-Coaching-Turn": str(turn_id)}
+def request_headers(agent: str, turn_id: int, *, replay: bool = False) -> dict[str, str]:
+    # Lets the server (and the test simulator) attribute each call to its agent and turn, and
+    # tell an operator's replay from the turn itself.
+    headers = {"X-Coaching-Agent": agent, "X-Coaching-Turn": str(turn_id)}
+    if replay:
+        headers["X-Coaching-Replay"] = "1"
+    return headers
 
 
 def catalog_text(catalog: dict[str, MoveInfo], keys: list[str] | None = None) -> str:
@@ -188,6 +192,7 @@ def complete_structured(
     enums: dict[str, list[Any]],
     deadline: float,
     turn_id: int,
+    replay: bool = False,
 ) -> StructuredAnswer:
     """Ask the agent's endpoint for schema-valid JSON: retries for transient errors, one repair
     for invalid output. Records nothing: run_json_agent and replays record what they need."""
@@ -204,7 +209,7 @@ def complete_structured(
             temperature=config.temperature,
             response_format=response_format,
             extra_body=extra_body_for(spec.kind, thinking=config.thinking),
-            headers=request_headers(agent, turn_id),
+            headers=request_headers(agent, turn_id, replay=replay),
             timeout_s=timeout_s,
         )
 
@@ -347,6 +352,7 @@ def agent_run_replay(*, run: AgentRun, prompt_body: str, timeout_s: float = 120.
         enums=run.enums,
         deadline=time.time() + timeout_s,
         turn_id=turn.pk,
+        replay=True,
     )
     return ReplayResult(run.pk, answer, int((time.monotonic() - started) * 1000))
 

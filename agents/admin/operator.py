@@ -32,6 +32,7 @@ from agents.checks import base_url_problem
 from agents.models import (
     Agent,
     AgentConfig,
+    CoachAssignment,
     CoachingMove,
     CrisisPattern,
     CrisisResource,
@@ -84,11 +85,10 @@ class AuditedAdmin(admin.ModelAdmin):
 
 
 class ModelEndpointForm(forms.ModelForm):
-    # Django's URL validation refuses single-label hosts (http://vllm:8000/v1), which is how
-    # model servers on a private network are often named: checked here as the checks do.
+    # Checked here as the system checks do (base_url_problem), with a clearer message.
     base_url = forms.CharField(
         label="Base URL",
-        max_length=200,
+        max_length=300,
         help_text="OpenAI-compatible base URL, ending in /v1 (e.g. http://vllm:8000/v1).",
         widget=forms.TextInput(attrs={"class": "vURLField"}),
     )
@@ -112,10 +112,6 @@ class ModelEndpointForm(forms.ModelForm):
         if problem is not None:
             raise forms.ValidationError(f"This endpoint would have {problem}.")
         return url
-
-    def _get_validation_exclusions(self) -> set[str]:
-        # The model's URLField would run Django's URL validation again: clean_base_url did the check.
-        return {*super()._get_validation_exclusions(), "base_url"}  # type: ignore[misc]
 
     def clean_max_concurrency(self) -> int:
         value = int(self.cleaned_data["max_concurrency"])
@@ -672,3 +668,14 @@ class CrisisPatternAdmin(AuditedAdmin):
     list_display = ["locale", "pattern", "note", "active", "last_change"]
     list_filter = ["locale", "active"]
     search_fields = ["pattern", "note"]
+
+
+@admin.register(CoachAssignment)
+class CoachAssignmentAdmin(AuditedAdmin):
+    """Which coach reviews which coachee: what the coach-side scoping is built on. Operators see
+    it; superusers change it (the roles grant no one else add or change)."""
+
+    list_display = ["coach", "coachee", "created_at", "last_change"]
+    list_select_related = ["coach", "coachee"]
+    search_fields = ["coach__username", "coachee__username"]
+    autocomplete_fields = ["coach", "coachee"]
