@@ -6,6 +6,9 @@ import os
 import secrets
 import subprocess
 import sys
+from typing import Any
+
+import pytest
 
 from tests.conftest import ROOT
 
@@ -43,3 +46,12 @@ def test_check_deploy_fails_with_the_development_key() -> None:
         check=False,
     )
     assert result.returncode != 0  # the check can fail: the default key is not fit for production
+
+
+@pytest.mark.django_db
+def test_pages_carry_a_content_security_policy(client: Any) -> None:
+    policy = client.get("/accounts/login/")["Content-Security-Policy"]
+    assert "script-src 'self'" in policy
+    assert "frame-ancestors 'none'" in policy
+    assert "object-src 'none'" in policy
+    assert "unsafe-eval" not in policy
