@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Callable
+import os
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
 from django.db import connections
-from playwright.sync_api import BrowserContext, Page, expect
+from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
-from tests.conftest import OUTPUT_DIR, LiveStack
+from tests.conftest import OUTPUT_DIR, ROOT, LiveStack
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -28,6 +33,34 @@ PASSWORD = "pw-for-tests-1"
 TURN_MS = 35_000
 
 T = TypeVar("T")
+
+
+def fetch(url: str) -> bytes:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 (the local test server)
+            return bytes(response.read())
+    except urllib.error.HTTPError as exc:
+        return f"HTTP {exc.code}".encode()
+
+
+@contextmanager
+def chromium_for(stack: LiveStack, *, serves: str) -> Iterator[Browser]:
+    """Debian's Chromium for one test module, once the stack is known to serve the current
+    static file `serves` (a path under the repo, e.g. static/chat/chat.js)."""
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.fail(f"Debian's Chromium is needed at {CHROMIUM}: apt-get install chromium")
+    if fetch(f"{stack.http_url}/{serves}") != (ROOT / serves).read_bytes():
+        pytest.fail(f"the live stack does not serve the current {serves} (WHITENOISE_USE_FINDERS)")
+    # Playwright's sync API leaves its event loop marked as running on this thread, so Django
+    # would refuse ORM calls here. Allowed while the browser runs, after the stack's processes
+    # started (they copied the environment then and keep the check).
+    with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
 
 
 def off_loop(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:

@@ -3,23 +3,19 @@ the live stack (Daphne and a Celery worker) and the simulated model server."""
 
 from __future__ import annotations
 
-import os
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, expect, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, expect
 
 from agents import services
 from agents.models import Message, Role, Turn, TurnStatus
 from tests.browser_support import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
     FAKE_SOCKET_JS,
     TURN_MS,
+    chromium_for,
     coach_text_longer_than,
     deliver,
     frames_sent,
@@ -33,7 +29,7 @@ from tests.browser_support import (
     transcript,
     wait_turn_done,
 )
-from tests.conftest import ROOT, LiveStack, make_coachee, point_agents_at
+from tests.conftest import LiveStack, make_coachee, point_agents_at
 
 pytestmark = [
     pytest.mark.browser,
@@ -52,19 +48,8 @@ PLAIN_SYNTH = {
 
 @pytest.fixture(scope="module")
 def browser(live_stack: LiveStack) -> Iterator[Browser]:
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"Debian's Chromium is needed at {CHROMIUM}: apt-get install chromium")
-    served = _fetch(f"{live_stack.http_url}/static/chat/chat.js")
-    if served != (ROOT / "static/chat/chat.js").read_bytes():
-        pytest.fail("the live stack does not serve the current static/chat/chat.js (WHITENOISE_USE_FINDERS)")
-    # Playwright's sync API leaves its event loop marked as running on this thread, so Django
-    # would refuse ORM calls here. Allowed for this module only, after the stack's processes
-    # started (they copy the environment then and must keep the check).
-    with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
-        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
+    with chromium_for(live_stack, serves="static/chat/chat.js") as browser:
+        yield browser
 
 
 @pytest.fixture
@@ -73,14 +58,6 @@ def context(browser: Browser) -> Iterator[BrowserContext]:
     ctx.set_default_timeout(10_000)
     yield ctx
     ctx.close()
-
-
-def _fetch(url: str) -> bytes:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 (the local test server)
-            return bytes(response.read())
-    except urllib.error.HTTPError as exc:
-        return f"HTTP {exc.code}".encode()
 
 
 def coachee_with_session(username: str) -> int:

@@ -5,19 +5,16 @@ coachee overview. Screenshots go to test-output/screenshots/admin-coach-*.png.""
 
 from __future__ import annotations
 
-import os
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from agents.models import Annotation
-from tests.browser_support import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS
-from tests.conftest import ROOT, LiveStack
+from tests.browser_support import SCREENSHOTS, chromium_for
+from tests.conftest import LiveStack
 from tests.test_admin_coach import PASSWORD, Conversation, build_conversation, make_coach
 
 pytestmark = [
@@ -28,28 +25,10 @@ pytestmark = [
 ]
 
 
-def _fetch(url: str) -> bytes:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 (the local test server)
-            return bytes(response.read())
-    except urllib.error.HTTPError as exc:
-        return f"HTTP {exc.code}".encode()
-
-
 @pytest.fixture(scope="module")
 def browser(live_stack: LiveStack) -> Iterator[Browser]:
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"Debian's Chromium is needed at {CHROMIUM}: apt-get install chromium")
-    css = "static/admin_review/review.css"
-    if _fetch(f"{live_stack.http_url}/{css}") != (ROOT / css).read_bytes():
-        pytest.fail(f"the live stack does not serve the current {css} (WHITENOISE_USE_FINDERS)")
-    # Playwright's sync API leaves its event loop marked as running on this thread, so Django
-    # would refuse ORM calls here; allowed for this module only, after the stack started.
-    with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
-        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
+    with chromium_for(live_stack, serves="static/admin_review/review.css") as browser:
+        yield browser
 
 
 @pytest.fixture

@@ -5,18 +5,17 @@ Screenshots go to test-output/screenshots/operator-*.png."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.admin.models import LogEntry
-from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from agents import services
 from agents.models import AgentRun, ModelEndpoint, PromptStatus, PromptVersion
-from tests.browser_support import CHROMIUM, CHROMIUM_ARGS, PASSWORD, SCREENSHOTS, off_loop
+from tests.browser_support import PASSWORD, SCREENSHOTS, chromium_for, off_loop
 from tests.conftest import LiveStack
 from tests.test_prompt_ops import CANARY, ORIGINAL, REPLAYED, make_operator, snapshot, stored_turn
 
@@ -32,15 +31,8 @@ EDIT = "\nWhen the coachee has tried and failed before, prefer structure: an if-
 
 @pytest.fixture(scope="module")
 def browser(live_stack: LiveStack) -> Iterator[Browser]:
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"Debian's Chromium is needed at {CHROMIUM}: apt-get install chromium")
-    # Playwright's sync API leaves its event loop marked as running on this thread; Django's ORM
-    # is allowed here (only) after the stack's processes started, as in test_browser.py.
-    with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
-        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
+    with chromium_for(live_stack, serves="static/chat/chat.css") as browser:
+        yield browser
 
 
 @pytest.fixture
