@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
@@ -22,7 +20,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import connection, transaction
 from django.utils import timezone
 
-from agents import blackboard, rendering, safety
+from agents import blackboard, layer, rendering, safety
 from agents.models import (
     AgentConfig,
     AgentRun,
@@ -68,9 +66,7 @@ CLOSE_LOGGED_OUT = 4001
 
 
 def _close_group(group: str, code: int) -> None:
-    layer = get_channel_layer()
-    if layer is not None:
-        async_to_sync(layer.group_send)(group, {"type": "connection.close", "code": code})
+    layer.group_send_sync(group, {"type": "connection.close", "code": code})
 
 
 def session_sockets_close(*, session_id: int, code: int = CLOSE_RECONNECT) -> None:
@@ -84,11 +80,8 @@ def user_sockets_close(*, user_id: int, code: int = CLOSE_LOGGED_OUT) -> None:
 
 
 def group_send_now(session_id: int, event: dict[str, Any]) -> None:
-    layer = get_channel_layer()
-    if layer is None:
-        return
     try:
-        async_to_sync(layer.group_send)(session_group(session_id), {"type": event["type"], "event": event})
+        layer.group_send_sync(session_group(session_id), {"type": event["type"], "event": event})
     except Exception:
         # The event is persisted; a client that missed it gets it on resume.
         logger.exception("channel layer send failed for session %s (%s)", session_id, event["type"])
