@@ -137,6 +137,13 @@ class ExportCsvMixin(CoacheeScopedMixin):
 # --- Sessions, with the review pages ------------------------------------------------------
 
 
+def annotation_says_something(data: dict[str, Any]) -> dict[str, Any]:
+    """Both annotation forms refuse an empty annotation the same way."""
+    if data.get("rating") is None and not data.get("flagged") and not (data.get("note") or "").strip():
+        raise forms.ValidationError("Give a rating, flag the turn or write a note.")
+    return data
+
+
 class AnnotationReviewForm(forms.Form):
     rating = forms.TypedChoiceField(
         choices=[("", "No rating"), *[(str(i), f"{i} of 5") for i in range(1, 6)]],
@@ -149,10 +156,7 @@ class AnnotationReviewForm(forms.Form):
     note = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}), label="Note")
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        if data.get("rating") is None and not data.get("flagged") and not (data.get("note") or "").strip():
-            raise forms.ValidationError("Give a rating, flag the turn or write a note.")
-        return data
+        return annotation_says_something(super().clean() or {})
 
 
 @admin.register(CoachingSession)
@@ -501,10 +505,7 @@ class AnnotationAdminForm(forms.ModelForm):
         fields = ["turn", "rating", "flagged", "note"]
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        if data.get("rating") is None and not data.get("flagged") and not (data.get("note") or "").strip():
-            raise forms.ValidationError("Give a rating, flag the turn or write a note.")
-        return data
+        return annotation_says_something(super().clean() or {})
 
 
 @admin.register(Annotation)
