@@ -159,18 +159,25 @@ def prompt_version_activate(*, version: PromptVersion, user: User | None) -> Pro
         errors = prompt_body_errors(version.agent, version.body)
         if errors:
             raise PromptOpError(f"v{version.version} cannot be activated: {'; '.join(errors)}")
-        previous = active_version(version.agent)
-        if previous is not None:
-            PromptVersion.objects.filter(pk=previous.pk).update(status=PromptStatus.RETIRED)
-            previous.status = PromptStatus.RETIRED
-            audit(user, previous, f"Retired: v{version.version} was activated.")
-        version.status = PromptStatus.ACTIVE
-        version.activated_at = timezone.now()
-        version.activated_by_id = person_id(user)
-        version.save(update_fields=["status", "activated_at", "activated_by"])
+        previous = _switch_active(version, user=user, retired_note=f"Retired: v{version.version} was activated.")
         replaced = f" (replacing v{previous.version})" if previous is not None else ""
         audit(user, version, f"Activated v{version.version}{replaced}.")
     return version
+
+
+def _switch_active(target: PromptVersion, *, user: User | None, retired_note: str) -> PromptVersion | None:
+    """Retire the agent's active version (first: one active per agent is a constraint), then
+    activate `target`; returns the retired version. Call under _lock_agent_versions."""
+    previous = active_version(target.agent)
+    if previous is not None:
+        PromptVersion.objects.filter(pk=previous.pk).update(status=PromptStatus.RETIRED)
+        previous.status = PromptStatus.RETIRED
+        audit(user, previous, retired_note)
+    target.status = PromptStatus.ACTIVE
+    target.activated_at = timezone.now()
+    target.activated_by_id = person_id(user)
+    target.save(update_fields=["status", "activated_at", "activated_by"])
+    return previous
 
 
 def rollback_target(agent: str) -> PromptVersion | None:
@@ -190,15 +197,7 @@ def prompt_version_rollback(*, agent: str, user: User | None) -> PromptVersion:
         target = rollback_target(agent)
         if target is None:
             raise PromptOpError(f"{agent} has no earlier active version to roll back to")
-        current = active_version(agent)
-        if current is not None:
-            PromptVersion.objects.filter(pk=current.pk).update(status=PromptStatus.RETIRED)
-            current.status = PromptStatus.RETIRED
-            audit(user, current, f"Retired by a rollback to v{target.version}.")
-        target.status = PromptStatus.ACTIVE
-        target.activated_at = timezone.now()
-        target.activated_by_id = person_id(user)
-        target.save(update_fields=["status", "activated_at", "activated_by"])
+        current = _switch_active(target, user=user, retired_note=f"Retired by a rollback to v{target.version}.")
         replaced = f" v{current.version}" if current is not None else " nothing"
         audit(user, target, f"Rolled back to v{target.version}: it replaces{replaced}.")
     return target
