@@ -37,6 +37,7 @@ from agents.models import (
 )
 from agents.pipeline import active_prompt, catalog_text, load_turn, move_catalog, request_headers, turn_shared_context
 from agents.prompts import render_prompt
+from agents.transactions import bookkeeping_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +90,8 @@ def coach_begin(*, turn_id: int) -> CoachCall | None:
     blocked = previous_blocked_moves(turn)
     values = {"blocked_moves": catalog_text(move_catalog(), blocked) if blocked else "none"}
     instructions = render_prompt(prompt.body, values)
-    with transaction.atomic():
+    # Bookkeeping commit: the message is empty until coach_end, which commits durably.
+    with bookkeeping_atomic():
         seq = services.next_seq(turn.session_id)
         message = Message.objects.create(
             session_id=turn.session_id, seq=seq, role=Role.COACH, text="", status=MessageStatus.STREAMING
@@ -126,7 +128,8 @@ def coach_begin(*, turn_id: int) -> CoachCall | None:
 
 
 def coach_snapshot(*, message_id: int, text: str) -> None:
-    Message.objects.filter(pk=message_id, status=MessageStatus.STREAMING).update(text=text)
+    with bookkeeping_atomic():
+        Message.objects.filter(pk=message_id, status=MessageStatus.STREAMING).update(text=text)
 
 
 def coach_end(

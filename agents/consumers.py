@@ -162,6 +162,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
             if len(events) < services.REPLAY_PAGE:
                 break
             after_seq = events[-1]["seq"]
+        for status in await database_sync_to_async(services.agent_statuses)(session_id=self.session_id):
+            await self.send_event(status)
         streaming = await database_sync_to_async(services.streaming_coach_messages)(session_id=self.session_id)
         for message in streaming:
             await self.send_event(

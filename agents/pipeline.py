@@ -54,6 +54,7 @@ from agents.schemas import (
     StabilityOutput,
     SynthOutput,
 )
+from agents.transactions import bookkeeping_atomic
 
 logger = logging.getLogger(__name__)
 OutputT = TypeVar("OutputT", bound=AgentOutput)
@@ -98,7 +99,8 @@ def turn_shared_context(turn: Turn) -> SharedContext:
     shared = build_shared_context(turn, budget=shared_budget(list(AgentConfig.objects.all())))
     if not turn.shared_prompt:
         # Kept once per turn: what every agent was shown, for review and for replays.
-        Turn.objects.filter(pk=turn.pk, shared_prompt="").update(shared_prompt=shared.text)
+        with bookkeeping_atomic():
+            Turn.objects.filter(pk=turn.pk, shared_prompt="").update(shared_prompt=shared.text)
         turn.shared_prompt = shared.text
     return shared
 
@@ -261,34 +263,29 @@ def run_json_agent(
     """Run one JSON agent once per (turn, agent, round), recording everything on its AgentRun,
     including the inputs a replay needs (placeholder values, additions, allowed values)."""
     schema = OUTPUT_SCHEMAS[agent]
-    run, _ = AgentRun.objects.get_or_create(turn=turn, agent=agent, round=round)
+    config = AgentConfig.objects.select_related("endpoint").get(agent=agent)
+    prompt = active_prompt(agent)
+    inputs = {
+        "prompt_version": prompt,
+        "endpoint": config.endpoint,
+        "model_id": config.endpoint.model_id,
+        "context_dropped": shared.dropped,
+        "prompt_values": values,
+        "extra_instructions": extra_instructions,
+        "enums": enums,
+        "started_at": timezone.now(),
+    }
+    with bookkeeping_atomic():
+        run, created = AgentRun.objects.get_or_create(turn=turn, agent=agent, round=round, defaults=inputs)
+        if not created and run.status == RunStatus.RUNNING:
+            # An earlier delivery died mid-call: run again, recording this attempt's inputs.
+            for name, value in inputs.items():
+                setattr(run, name, value)
+            run.save(update_fields=list(inputs))
     if run.status != RunStatus.RUNNING:
         # Already done by an earlier delivery of this task: reuse, never redo.
         output = schema.model_validate(run.parsed_output, context=None) if run.status == RunStatus.SUCCEEDED else None
         return JsonCallResult(output, run)
-
-    config = AgentConfig.objects.select_related("endpoint").get(agent=agent)
-    prompt = active_prompt(agent)
-    run.prompt_version = prompt
-    run.endpoint = config.endpoint
-    run.model_id = config.endpoint.model_id
-    run.context_dropped = shared.dropped
-    run.prompt_values = values
-    run.extra_instructions = extra_instructions
-    run.enums = enums
-    run.started_at = timezone.now()
-    run.save(
-        update_fields=[
-            "prompt_version",
-            "endpoint",
-            "model_id",
-            "context_dropped",
-            "prompt_values",
-            "extra_instructions",
-            "enums",
-            "started_at",
-        ]
-    )
     services.agent_status_emit(turn=turn, agent=agent, state="started")
     started = time.monotonic()
 
@@ -373,7 +370,8 @@ def _finish_run(
     run.validation_errors = errors
     run.finished_at = timezone.now()
     run.latency_ms = int((time.monotonic() - started) * 1000)
-    run.save()
+    with bookkeeping_atomic():
+        run.save()
 
 
 def _record_failure(run: AgentRun, turn: Turn, started: float, error: str, *, attempts: int) -> JsonCallResult:
@@ -382,7 +380,8 @@ def _record_failure(run: AgentRun, turn: Turn, started: float, error: str, *, at
     run.attempts = attempts
     run.finished_at = timezone.now()
     run.latency_ms = int((time.monotonic() - started) * 1000)
-    run.save()
+    with bookkeeping_atomic():
+        run.save()
     logger.warning("agent %s failed on turn %s: %s", run.agent, turn.pk, error[:300])
     services.agent_status_emit(turn=turn, agent=run.agent, state="failed", ms=run.latency_ms)
     return JsonCallResult(None, run)
@@ -391,6 +390,21 @@ def _record_failure(run: AgentRun, turn: Turn, started: float, error: str, *, at
 def succeeded_output(turn: Turn, agent: str, round: int = 1) -> AgentOutput | None:
     run = AgentRun.objects.filter(turn=turn, agent=agent, round=round, status=RunStatus.SUCCEEDED).first()
     return OUTPUT_SCHEMAS[agent].model_validate(run.parsed_output) if run else None
+
+
+def succeeded_outputs(turn: Turn) -> dict[str, AgentOutput]:
+    """Every agent's first-round output of the turn that succeeded, in one query."""
+    runs = AgentRun.objects.filter(turn=turn, round=1, status=RunStatus.SUCCEEDED).exclude(agent=Agent.COACH)
+    return {
+        run.agent: OUTPUT_SCHEMAS[run.agent].model_validate(run.parsed_output)
+        for run in runs.only("agent", "parsed_output")
+        if run.agent in OUTPUT_SCHEMAS
+    }
+
+
+def output_as(outputs: dict[str, AgentOutput], agent: str, schema: type[OutputT]) -> OutputT | None:
+    output = outputs.get(agent)
+    return output if isinstance(output, schema) else None
 
 
 def succeeded_as(turn: Turn, agent: str, schema: type[OutputT]) -> OutputT | None:
@@ -428,7 +442,8 @@ def blackboard_write(*, turn: Turn, shadow: ShadowOutput, run: AgentRun) -> Blac
     """Merge Shadow's findings into a new blackboard version; committed before the trio starts."""
     coachee_id = turn.session.coachee_id
     try:
-        with transaction.atomic():
+        # Bookkeeping: derived from Shadow's run, and committed before the trio starts.
+        with bookkeeping_atomic():
             latest = services.blackboard_lock_latest(coachee_id=coachee_id)
             data = blackboard.merge_shadow(
                 latest.data if latest else blackboard.empty(), shadow, turn_id=turn.pk, at=timezone.now().isoformat()
@@ -504,19 +519,21 @@ def specialist_step(*, turn_id: int, agent: str) -> str:
     return result.run.status
 
 
-def arbitration_for(turn: Turn, catalog: dict[str, MoveInfo]) -> Arbitration:
+def arbitration_for(turn: Turn, catalog: dict[str, MoveInfo], outputs: dict[str, AgentOutput]) -> Arbitration:
     """Arbitrate once per turn; the brief and its conflicts are stored together."""
     result = arbitrate(
-        shadow=succeeded_as(turn, Agent.SHADOW, ShadowOutput),
-        persona=succeeded_as(turn, Agent.PERSONA, PersonaOutput),
-        plasticity=succeeded_as(turn, Agent.PLASTICITY, PlasticityOutput),
-        stability=succeeded_as(turn, Agent.STABILITY, StabilityOutput),
+        shadow=output_as(outputs, Agent.SHADOW, ShadowOutput),
+        persona=output_as(outputs, Agent.PERSONA, PersonaOutput),
+        plasticity=output_as(outputs, Agent.PLASTICITY, PlasticityOutput),
+        stability=output_as(outputs, Agent.STABILITY, StabilityOutput),
         catalog=catalog,
     )
     if turn.escalation == Escalation.CRISIS and result.brief["escalation"] != Escalation.CRISIS:
         # The pre-gate recognised crisis language: that stands whatever Stability concluded.
         result = arbitrate_crisis(result)
-    with transaction.atomic():
+    # The brief is bookkeeping (a lost one is simply computed again), a safety notice is not.
+    notice_due = result.brief["escalation"] in ("refer", "crisis") and turn.escalation == Escalation.NONE
+    with transaction.atomic() if notice_due else bookkeeping_atomic():
         locked = Turn.objects.select_for_update().get(pk=turn.pk)
         if locked.brief is not None:  # a redelivered task: the first arbitration stands
             return Arbitration(brief=locked.brief)
@@ -543,10 +560,10 @@ def arbitration_for(turn: Turn, catalog: dict[str, MoveInfo]) -> Arbitration:
     return result
 
 
-def specialists_text(turn: Turn) -> str:
+def specialists_text(outputs: dict[str, AgentOutput]) -> str:
     parts = []
     for agent in (Agent.SHADOW, Agent.PERSONA):
-        output = succeeded_output(turn, agent)
+        output = outputs.get(agent)
         parts.append(f"{agent}: " + (output.model_dump_json() if output else "(missing)"))
     return "\n".join(["<<<data", fence("\n".join(parts)), "data>>>"])
 
@@ -597,13 +614,14 @@ def synth_step(*, turn_id: int) -> str:
         return "skipped"
     shared = turn_shared_context(turn)
     catalog = move_catalog()
-    arbitration = arbitration_for(turn, catalog)
+    outputs = succeeded_outputs(turn)
+    arbitration = arbitration_for(turn, catalog, outputs)
     brief = arbitration.brief
     coach_reply = turn.coach_message.text if turn.coach_message and turn.coach_message.text else "(not finished)"
     values = {
         "brief": render_brief(brief, catalog),
         "coach_reply": "<<<data\n" + fence(coach_reply) + "\ndata>>>",
-        "specialists": specialists_text(turn),
+        "specialists": specialists_text(outputs),
     }
     enums: dict[str, list[Any]] = {"moves": list(brief["allowed_moves"])}
     missing = list(brief["missing"])
@@ -661,4 +679,5 @@ def _store_critic_result(turn: Turn, round: int, verdict: GateVerdict) -> None:
         "critic_ok": verdict.critic_ok,
     }
     turn.critic_result = results
-    Turn.objects.filter(pk=turn.pk).update(critic_result=results)
+    with bookkeeping_atomic():
+        Turn.objects.filter(pk=turn.pk).update(critic_result=results)

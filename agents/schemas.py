@@ -289,8 +289,9 @@ class CoachDoneEvent(ServerEvent):
 
 
 class AgentStatusEvent(ServerEvent):
+    """Live progress, not persisted (no seq); a resuming client gets the current states."""
+
     type: Literal["agent.status"]
-    seq: int
     turn_id: int
     agent: str
     state: Literal["started", "succeeded", "failed"]

@@ -103,7 +103,8 @@ def next_seq(session_id: int) -> int:
 
 def event_emit(*, session_id: int, type: str, payload: dict[str, Any], seq: int | None = None) -> dict[str, Any]:
     """Persist an event with the next seq (or the given one) and send it after commit."""
-    with transaction.atomic():
+    # No savepoint inside a caller's transaction: an error aborts that transaction anyway.
+    with transaction.atomic(savepoint=False):
         if seq is None:
             seq = next_seq(session_id)
         event = {"type": type, "seq": seq, **payload}
@@ -240,11 +241,35 @@ def streaming_coach_messages(*, session_id: int) -> list[Message]:
 
 
 def agent_status_emit(*, turn: Turn, agent: str, state: str, ms: int | None = None) -> None:
-    event_emit(
-        session_id=turn.session_id,
-        type="agent.status",
-        payload={"turn_id": turn.pk, "agent": agent, "state": state, "ms": ms},
+    """Live progress of one agent. Not persisted and without a seq: it is a view of the turn's
+    AgentRun rows, which a resuming client gets as a snapshot (agent_statuses); persisting it
+    cost a locked, durable transaction per event on the turn's critical path."""
+    group_send_now(turn.session_id, agent_status_event(turn_id=turn.pk, agent=agent, state=state, ms=ms))
+
+
+def agent_status_event(*, turn_id: int, agent: str, state: str, ms: int | None) -> dict[str, Any]:
+    return {"type": "agent.status", "turn_id": turn_id, "agent": agent, "state": state, "ms": ms}
+
+
+RUN_STATES: dict[str, str] = {
+    RunStatus.RUNNING: "started",
+    RunStatus.SUCCEEDED: "succeeded",
+    RunStatus.FAILED: "failed",
+}
+
+
+def agent_statuses(*, session_id: int) -> list[dict[str, Any]]:
+    """The agent.status events of the session's running turns as they stand now (for resume)."""
+    runs = (
+        AgentRun.objects.filter(turn__session_id=session_id, turn__status=TurnStatus.RUNNING)
+        .exclude(agent="coach")
+        .order_by("turn_id", "started_at")
+        .values_list("turn_id", "agent", "status", "latency_ms")
     )
+    return [
+        agent_status_event(turn_id=turn_id, agent=agent, state=RUN_STATES.get(status, "started"), ms=ms)
+        for turn_id, agent, status, ms in runs
+    ]
 
 
 def turn_finish(

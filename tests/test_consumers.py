@@ -12,7 +12,7 @@ from django.contrib.auth.models import AnonymousUser
 
 from agents import services
 from agents.consumers import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED, ChatConsumer
-from agents.models import Message, Turn
+from agents.models import AgentRun, Message, RunStatus, Turn
 from agents.schemas import SERVER_EVENTS
 from tests.conftest import make_coachee, point_agents_at
 
@@ -141,6 +141,31 @@ async def test_resume_replays_missed_events_in_order(seeded_tx: None, no_pipelin
         await comm.disconnect()
     assert [e["seq"] for e in replayed] == [2, 3]
     assert [e["text"] for e in replayed] == ["message 1", "message 2"]
+
+
+async def test_resume_reports_where_the_running_turns_agents_stand(seeded_tx: None, no_pipeline: list[int]) -> None:
+    """Agent progress is not persisted; a resuming client gets it from the AgentRun rows."""
+    user, session = await owned_session()
+    accepted = await sync_to_async(services.turn_accept)(
+        session_id=session.pk, user_id=user.pk, client_id="c1", text="message"
+    )
+    turn = await sync_to_async(Turn.objects.get)(pk=accepted.turn_id)
+    await sync_to_async(AgentRun.objects.create)(turn=turn, agent="shadow", status=RunStatus.SUCCEEDED, latency_ms=812)
+    await sync_to_async(AgentRun.objects.create)(turn=turn, agent="persona")
+    comm = communicator(user, session.pk)
+    await comm.connect()
+    try:
+        await comm.send_json_to({"type": "resume", "after_seq": 1})
+        statuses = [await comm.receive_json_from(timeout=5) for _ in range(2)]
+        assert await comm.receive_nothing(timeout=0.3)
+    finally:
+        await comm.disconnect()
+    assert [(e["agent"], e["state"], e["ms"]) for e in statuses] == [
+        ("shadow", "succeeded", 812),
+        ("persona", "started", None),
+    ]
+    for event in statuses:
+        SERVER_EVENTS["agent.status"].model_validate(event)
 
 
 async def test_oversized_text_is_refused_without_storing(

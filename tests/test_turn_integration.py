@@ -114,8 +114,11 @@ async def test_whole_turn_runs_every_agent_in_order(live_stack: LiveStack, live_
     assert types.index("synth.done") < types.index("turn.done") == len(types) - 1
     arrival = [e["type"] for e in client.events]
     assert arrival.index("coach.started") < arrival.index("coach.delta") < arrival.index("coach.done")
-    shadow_done = types.index("agent.status")  # Shadow reports first, before any specialist
-    assert sequenced[shadow_done]["agent"] == "shadow"
+    # Agent progress is live only (no seq): Shadow reports first, before any specialist.
+    assert "agent.status" not in types
+    statuses = [(e["agent"], e["state"]) for e in client.events if e["type"] == "agent.status"]
+    assert statuses[:2] == [("shadow", "started"), ("shadow", "succeeded")]
+    assert {agent for agent, _ in statuses} == {"shadow", "persona", "plasticity", "stability", "synth", "critic"}
     coach_text = "".join(e["text"] for e in client.events if e["type"] == "coach.delta")
     assert coach_text == next(e["text"] for e in client.events if e["type"] == "coach.done")
 
