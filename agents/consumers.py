@@ -150,6 +150,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
         _COACH_TASKS[result.turn_id] = task
         task.add_done_callback(functools.partial(_forget_coach, result.turn_id))
         _spawn(_expire_after_deadline(result.turn_id, time.time() + settings.COACHING_TURN_DEADLINE_S))
+        if result.pipeline_due:
+            # Off the database thread, so Coach's setup (queued there) and the canvas's
+            # publishing run side by side: neither waits for the other.
+            await asyncio.get_running_loop().run_in_executor(
+                None, functools.partial(services.pipeline_start, turn_id=result.turn_id)
+            )
 
     async def on_resume(self, frame: ResumeFrame) -> None:
         after_seq = frame.after_seq

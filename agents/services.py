@@ -130,6 +130,9 @@ class AcceptResult:
     message_id: int
     created: bool
     event: dict[str, Any]
+    # The caller starts the Celery canvas now (pipeline_start), beside Coach. False when the
+    # canvas waits for Coach (one shared single-slot endpoint) or the message was a re-send.
+    pipeline_due: bool = False
 
 
 def turn_accept(*, session_id: int, user_id: int, client_id: str, text: str) -> AcceptResult:
@@ -163,10 +166,12 @@ def turn_accept(*, session_id: int, user_id: int, client_id: str, text: str) -> 
         match = safety.pregate(text)
         if match is not None:
             crisis_answer(turn=turn, match=match)
-        turn_id = turn.pk
-        if not canvas_after_coach:
-            transaction.on_commit(lambda: _start_pipeline(turn_id))
-    return AcceptResult(turn_id, message.pk, created=True, event=event)
+    return AcceptResult(turn.pk, message.pk, created=True, event=event, pipeline_due=not canvas_after_coach)
+
+
+def pipeline_start(*, turn_id: int) -> None:
+    """Queue the turn's Celery canvas (after turn_accept has committed the turn)."""
+    _start_pipeline(turn_id)
 
 
 def crisis_answer(*, turn: Turn, match: safety.CrisisMatch) -> None:

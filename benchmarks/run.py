@@ -87,6 +87,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--worker-log-level", default="WARNING", help="INFO logs each task's receipt (diagnosis)")
     parser.add_argument("--turn-deadline-s", type=float, default=60.0)
     parser.add_argument("--settle-s", type=float, default=11.0, help="quiet time before reading DB counters")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="record py-spy profiles (collapsed stacks) of Daphne and the Celery worker during each scenario "
+        "(test-output/bench/profiles/)",
+    )
     args = parser.parse_args(argv)
     if args.smoke:
         args.real = False
@@ -181,6 +187,7 @@ class Bench:
         pg_pids = PostgresPids(self.env.maintenance_url(), self.env.database_name)
         sampler = CpuSampler(self.cpu_groups(pg_pids), watch=lambda: foreign_processes(self.env.redis_db_base))
         sampler.start()
+        profilers = self.start_profilers(spec) if self.args.profile else []
         try:
             load = asyncio.run(
                 run_load(
@@ -195,6 +202,8 @@ class Bench:
         finally:
             cpu = sampler.stop()
             pg_pids.close()
+            for profiler in profilers:
+                profiler.stop()
         time.sleep(self.args.settle_s)  # idle backends report their counters within 10 s
         db_after, redis_after = self.db.snapshot(), redis_snapshot(redis_url)
 
@@ -230,6 +239,15 @@ class Bench:
             "redis": redis_per_turn(redis_before, redis_after, len(load.sent)),
             "turns": turns,
         }
+
+    def start_profilers(self, spec: ScenarioSpec) -> list[Any]:
+        from benchmarks.profiling import PySpy
+
+        out = LOG_ROOT / "profiles"
+        return [
+            PySpy.record(self.daphne.pid, out / f"{spec.name}-daphne.txt"),
+            PySpy.record(self.worker.pid, out / f"{spec.name}-celery.txt", subprocesses=True),
+        ]
 
     def run_real_model_turn(self) -> dict[str, Any]:
         """One turn on llama.cpp + SmolLM2, through a second Daphne whose turns may take 600 s."""
