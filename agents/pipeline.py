@@ -275,13 +275,19 @@ def run_json_agent(
         "enums": enums,
         "started_at": timezone.now(),
     }
-    with bookkeeping_atomic():
-        run, created = AgentRun.objects.get_or_create(turn=turn, agent=agent, round=round, defaults=inputs)
-        if not created and run.status == RunStatus.RUNNING:
+    try:
+        # Insert first: the usual case, in one statement (the unique constraint on turn,
+        # agent and round turns a second delivery's insert into the lookup below).
+        with bookkeeping_atomic():
+            run = AgentRun.objects.create(turn=turn, agent=agent, round=round, **inputs)
+    except IntegrityError:
+        run = AgentRun.objects.get(turn=turn, agent=agent, round=round)
+        if run.status == RunStatus.RUNNING:
             # An earlier delivery died mid-call: run again, recording this attempt's inputs.
             for name, value in inputs.items():
                 setattr(run, name, value)
-            run.save(update_fields=list(inputs))
+            with bookkeeping_atomic():
+                run.save(update_fields=list(inputs))
     if run.status != RunStatus.RUNNING:
         # Already done by an earlier delivery of this task: reuse, never redo.
         output = schema.model_validate(run.parsed_output, context=None) if run.status == RunStatus.SUCCEEDED else None

@@ -281,6 +281,19 @@ def test_shadow_step_is_idempotent(turn: Turn, sim: SimulatorServer) -> None:
     assert len(sim.calls(agent="shadow", turn=turn.pk)) == 1
 
 
+def test_a_run_left_running_by_a_dead_delivery_is_run_again_in_the_same_row(turn: Turn, sim: SimulatorServer) -> None:
+    # A worker killed mid-call leaves its run RUNNING; the redelivered task takes it over.
+    stale = AgentRun.objects.create(turn=turn, agent="shadow", round=1, prompt_values={"stale": "yes"})
+    sim.configure(agents={"shadow": {"script": [shadow_script(turn)]}})
+    assert pipeline.shadow_step(turn_id=turn.pk) == RunStatus.SUCCEEDED
+
+    run = AgentRun.objects.get(turn=turn, agent="shadow")
+    assert run.pk == stale.pk
+    assert run.prompt_values == {}  # this attempt's inputs, not the dead one's
+    assert run.prompt_version is not None
+    assert len(sim.calls(agent="shadow")) == 1
+
+
 def test_shadow_is_only_offered_the_turns_coachee_messages(turn: Turn, sim: SimulatorServer) -> None:
     # The enum of citable message ids reaches validation: an id outside it is refused,
     # and after the one repair the run fails.
