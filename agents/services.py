@@ -170,8 +170,22 @@ def turn_accept(*, session_id: int, user_id: int, client_id: str, text: str) -> 
 
 
 def pipeline_start(*, turn_id: int) -> None:
-    """Queue the turn's Celery canvas (after turn_accept has committed the turn)."""
-    _start_pipeline(turn_id)
+    """Queue the turn's Celery canvas (after turn_accept has committed the turn).
+
+    When the broker cannot take it (Celery's publish already retried), the coachee gets the
+    fallback reply now rather than at the deadline: the message is saved either way."""
+    try:
+        _start_pipeline(turn_id)
+    except Exception:
+        logger.exception("could not queue the agents of turn %s", turn_id)
+        turn_finish(
+            turn_id=turn_id,
+            reply=FALLBACK_REPLY,
+            fallback=True,
+            degraded=True,
+            flag_reason="the turn's agents could not be queued",
+            missing=["shadow", "persona", "plasticity", "stability", "synth"],
+        )
 
 
 def crisis_answer(*, turn: Turn, match: safety.CrisisMatch) -> None:
@@ -345,6 +359,18 @@ def turn_expire(*, turn_id: int) -> bool:
         flag_reason="deadline passed",
         missing=unfinished,
     )
+
+
+# The sweeper acts this long after a deadline: the watchdogs (Celery's and Daphne's) come first.
+OVERDUE_GRACE_S = 10.0
+
+
+def overdue_turns_expire(*, limit: int = 200) -> int:
+    """End every turn still running well past its deadline: what the watchdogs leave behind
+    when the process holding them died (Celery beat runs this every 30 s)."""
+    cutoff = timezone.now() - timedelta(seconds=OVERDUE_GRACE_S)
+    overdue = Turn.objects.filter(status=TurnStatus.RUNNING, deadline_at__lt=cutoff).order_by("deadline_at")
+    return sum(turn_expire(turn_id=turn_id) for turn_id in overdue.values_list("pk", flat=True)[:limit])
 
 
 def turn_stop(*, turn_id: int, user_id: int) -> bool:

@@ -63,6 +63,11 @@ def turn_watchdog_task(turn_id: int) -> dict[str, Any]:
     return {"turn_id": turn_id, "expired": services.turn_expire(turn_id=turn_id)}
 
 
+@shared_task(name="coaching.expire_overdue_turns")
+def expire_overdue_turns_task() -> dict[str, Any]:
+    return {"expired": services.overdue_turns_expire()}
+
+
 @shared_task(name="coaching.prune_raw_outputs")
 def prune_raw_outputs_task() -> dict[str, Any]:
     return {"pruned": privacy.raw_outputs_prune(older_than_days=settings.COACHING_RAW_RETENTION_DAYS)}

@@ -148,6 +148,8 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     "prune-raw-outputs": {"task": "coaching.prune_raw_outputs", "schedule": 6 * 3600.0},
+    # Turns whose watchdog died with its process (Daphne or a worker) still get their fallback.
+    "expire-overdue-turns": {"task": "coaching.expire_overdue_turns", "schedule": 30.0},
 }
 
 # The pub/sub layer by default: it delivered ~5x the messages per second of the core layer on

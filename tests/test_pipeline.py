@@ -7,11 +7,13 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.conf import settings as django_settings
 from django.db import connections
+from django.utils import timezone
 
 from agents import blackboard, pipeline, services
 from agents.llm.client import Completion
@@ -594,3 +596,35 @@ def test_a_replay_reports_invalid_output_without_storing_it(turn: Turn, sim: Sim
     assert result.answer.errors
     run.refresh_from_db()
     assert run.status == RunStatus.SUCCEEDED
+
+
+def test_a_turn_whose_agents_cannot_be_queued_gets_the_fallback_at_once(
+    turn: Turn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broker_down(turn_id: int) -> None:
+        raise ConnectionError("broker unreachable")
+
+    monkeypatch.setattr(services, "_start_pipeline", broker_down)
+    services.pipeline_start(turn_id=turn.pk)
+
+    turn.refresh_from_db()
+    assert turn.status == TurnStatus.DONE
+    assert turn.degraded
+    assert turn.flagged
+    assert turn.synth_message is not None
+    assert turn.synth_message.text == services.FALLBACK_REPLY
+
+
+def test_the_sweeper_ends_turns_left_running_past_their_deadline(turn: Turn) -> None:
+    # The process holding this turn's watchdogs died: nothing else would ever end it.
+    user, session = turn.session.coachee, turn.session
+    current = services.turn_accept(session_id=session.pk, user_id=user.pk, client_id="c-2", text="Still there?")
+    Turn.objects.filter(pk=turn.pk).update(deadline_at=timezone.now() - timedelta(seconds=services.OVERDUE_GRACE_S + 1))
+
+    assert services.overdue_turns_expire() == 1
+
+    turn.refresh_from_db()
+    assert turn.status == TurnStatus.DONE
+    assert turn.flag_reason == "deadline passed"
+    assert Turn.objects.get(pk=current.turn_id).status == TurnStatus.RUNNING  # within its deadline
+    assert services.overdue_turns_expire() == 0
