@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,14 +54,16 @@ USER_FACING_ERRORS = {
 class CoachCall:
     turn_id: int
     session_id: int
-    run_id: int
-    message_id: int
     spec: EndpointSpec
     messages: list[dict[str, str]]
     max_tokens: int
     temperature: float
     extra_body: dict[str, Any]
     deadline: float
+    run_inputs: dict[str, Any]  # what Coach's AgentRun records about its inputs
+    # Set by coach_record_start, once the reply's message and run exist.
+    message_id: int = 0
+    run_id: int = 0
 
 
 def previous_blocked_moves(turn: Turn) -> list[str]:
@@ -79,8 +82,9 @@ def previous_blocked_moves(turn: Turn) -> list[str]:
     return list(run.parsed_output.get("blocked_moves", [])) if run and run.parsed_output else []
 
 
-def coach_begin(*, turn_id: int) -> CoachCall | None:
-    """Create the Coach message and run, announce it, and prepare the request."""
+def coach_prepare(*, turn_id: int) -> CoachCall | None:
+    """Everything Coach's request needs, read from the database (nothing is written but the
+    turn's shared prompt, when Coach is the first to build it). None when Coach does not run."""
     turn = load_turn(turn_id)
     config = AgentConfig.objects.select_related("endpoint").get(agent=Agent.COACH)
     if not config.enabled or turn.coach_message_id is not None:
@@ -89,42 +93,44 @@ def coach_begin(*, turn_id: int) -> CoachCall | None:
     shared = turn_shared_context(turn)
     blocked = previous_blocked_moves(turn)
     values = {"blocked_moves": catalog_text(move_catalog(), blocked) if blocked else "none"}
-    instructions = render_prompt(prompt.body, values)
-    # Bookkeeping commit: the message is empty until coach_end, which commits durably.
-    with bookkeeping_atomic():
-        seq = services.next_seq(turn.session_id)
-        message = Message.objects.create(
-            session_id=turn.session_id, seq=seq, role=Role.COACH, text="", status=MessageStatus.STREAMING
-        )
-        Turn.objects.filter(pk=turn.pk).update(coach_message=message)
-        run = AgentRun.objects.create(
-            turn=turn,
-            agent=Agent.COACH,
-            prompt_version=prompt,
-            endpoint=config.endpoint,
-            model_id=config.endpoint.model_id,
-            context_dropped=shared.dropped,
-            prompt_values=values,
-        )
-        services.event_emit(
-            session_id=turn.session_id,
-            type="coach.started",
-            seq=seq,
-            payload={"turn_id": turn.pk, "message_id": message.pk},
-        )
     spec = EndpointSpec.from_endpoint(config.endpoint)
     return CoachCall(
         turn_id=turn.pk,
         session_id=turn.session_id,
-        run_id=run.pk,
-        message_id=message.pk,
         spec=spec,
-        messages=agent_messages(shared, instructions),
+        messages=agent_messages(shared, render_prompt(prompt.body, values)),
         max_tokens=config.max_tokens,
         temperature=config.temperature,
         extra_body=extra_body_for(spec.kind, thinking=config.thinking),
         deadline=turn.deadline_at.timestamp(),
+        run_inputs={
+            "prompt_version": prompt,
+            "endpoint": config.endpoint,
+            "model_id": config.endpoint.model_id,
+            "context_dropped": shared.dropped,
+            "prompt_values": values,
+        },
     )
+
+
+def coach_record_start(*, call: CoachCall) -> None:
+    """Create the Coach message and run and announce them (while the model prepares its
+    first token: coach_stream sends the request first)."""
+    # Bookkeeping commit: the message is empty until coach_end, which commits durably.
+    with bookkeeping_atomic():
+        seq = services.next_seq(call.session_id)
+        message = Message.objects.create(
+            session_id=call.session_id, seq=seq, role=Role.COACH, text="", status=MessageStatus.STREAMING
+        )
+        Turn.objects.filter(pk=call.turn_id).update(coach_message=message)
+        run = AgentRun.objects.create(turn_id=call.turn_id, agent=Agent.COACH, **call.run_inputs)
+        services.event_emit(
+            session_id=call.session_id,
+            type="coach.started",
+            seq=seq,
+            payload={"turn_id": call.turn_id, "message_id": message.pk},
+        )
+    call.message_id, call.run_id = message.pk, run.pk
 
 
 def coach_snapshot(*, message_id: int, text: str) -> None:
@@ -174,7 +180,7 @@ def coach_end(
 async def coach_stream(turn_id: int) -> None:
     """Generate the Coach reply for a turn and relay it to the session's group."""
     try:
-        call = await database_sync_to_async(coach_begin)(turn_id=turn_id)
+        call = await database_sync_to_async(coach_prepare)(turn_id=turn_id)
     except Exception:
         # Coach could not even start (configuration, database): the full answer still comes.
         logger.exception("coach could not start on turn %s", turn_id)
@@ -182,14 +188,51 @@ async def coach_stream(turn_id: int) -> None:
     if call is None:
         await database_sync_to_async(services.turn_canvas_after_coach)(turn_id=turn_id)
         return
+    state = StreamState()
+    started = time.monotonic()
+    stream = chat_stream(
+        call.spec,
+        call.messages,
+        state,
+        max_tokens=call.max_tokens,
+        temperature=call.temperature,
+        extra_body=call.extra_body,
+        headers=request_headers(Agent.COACH, call.turn_id),
+        timeout_s=max(1.0, call.deadline - time.time()),
+    )
+    # The request goes out first; the reply's message and run are written while the model
+    # prepares its first token, which is then relayed at once.
+    first_piece = asyncio.ensure_future(anext(stream))
+    try:
+        await database_sync_to_async(coach_record_start)(call=call)
+    except BaseException as exc:
+        first_piece.cancel()
+        if not isinstance(exc, Exception):
+            raise
+        logger.exception("coach could not record its start on turn %s", turn_id)
+        await database_sync_to_async(services.turn_canvas_after_coach)(turn_id=turn_id)
+        return
+    await coach_relay(call, state, pieces_from(first_piece, stream), started=started)
+
+
+async def pieces_from(first_piece: asyncio.Future[str], stream: AsyncIterator[str]) -> AsyncIterator[str]:
+    try:
+        yield await first_piece
+    except StopAsyncIteration:
+        return
+    async for piece in stream:
+        yield piece
+
+
+async def coach_relay(call: CoachCall, state: StreamState, pieces: AsyncIterator[str], *, started: float) -> None:
+    """Relay the reply to the session's group in small batches, then record how it ended."""
     layer = get_channel_layer()
     group = services.session_group(call.session_id)
     batch_s = settings.COACHING_COACH_DELTA_BATCH_MS / 1000
     snapshot_s = settings.COACHING_COACH_SNAPSHOT_S
-    state = StreamState()
     text = ""
     sent = 0  # characters of `text` already relayed
-    last_flush = last_snapshot = started = time.monotonic()
+    last_flush = last_snapshot = time.monotonic()
     status = MessageStatus.COMPLETE
     error: LLMError | None = None
 
@@ -209,16 +252,7 @@ async def coach_stream(turn_id: int) -> None:
         await layer.group_send(group, {"type": "coach.delta", "event": event})
 
     try:
-        async for piece in chat_stream(
-            call.spec,
-            call.messages,
-            state,
-            max_tokens=call.max_tokens,
-            temperature=call.temperature,
-            extra_body=call.extra_body,
-            headers=request_headers(Agent.COACH, call.turn_id),
-            timeout_s=max(1.0, call.deadline - time.time()),
-        ):
+        async for piece in pieces:
             text += piece
             now = time.monotonic()
             if now - last_flush >= batch_s:
