@@ -26,7 +26,7 @@ from agents import blackboard, services
 from agents.arbitration import Arbitration, MoveInfo, arbitrate, arbitrate_crisis, render_brief
 from agents.context import SharedContext, agent_messages, build_shared_context, fence, shared_budget
 from agents.llm.client import Completion, EndpointSpec, chat_complete
-from agents.llm.errors import LLMError, LLMOutputError, LLMTransientError
+from agents.llm.errors import LLMCircuitOpen, LLMError, LLMOutputError, LLMTransientError
 from agents.llm.schema import extra_body_for, json_schema_for, response_format_for
 from agents.models import (
     SPECIALISTS,
@@ -137,6 +137,8 @@ def call_with_retries(call: Callable[[float], Completion], *, deadline: float, c
         counter.calls += 1
         try:
             return call(remaining)
+        except LLMCircuitOpen:
+            raise  # the breaker is open: a retry now would only meet it again
         except LLMTransientError:
             if retries >= settings.COACHING_LLM_MAX_RETRIES:
                 raise

@@ -254,6 +254,12 @@ COACHING_COACH_SNAPSHOT_S = env_float("COACHING_COACH_SNAPSHOT_S", 1.0)
 # Transient LLM errors (timeouts, 429, 5xx) are retried this many times, with backoff.
 COACHING_LLM_MAX_RETRIES = env_int("COACHING_LLM_MAX_RETRIES", 2)
 COACHING_LLM_RETRY_BACKOFF_S = env_float("COACHING_LLM_RETRY_BACKOFF_S", 0.5)
+# Circuit breaker per endpoint: after this many consecutive health failures (timeouts,
+# connection errors, 5xx) calls fail fast for the cooldown, then one probe tests the endpoint.
+# 5 rides out a brief blip (one turn's retries) but stops a dead server costing every agent
+# of every turn a full timeout; 30 s is a few turns, short enough to notice a recovery soon.
+COACHING_LLM_BREAKER_THRESHOLD = env_int("COACHING_LLM_BREAKER_THRESHOLD", 5)
+COACHING_LLM_BREAKER_COOLDOWN_S = env_float("COACHING_LLM_BREAKER_COOLDOWN_S", 30.0)
 # Unit tests set this to False so no code path can reach a model by accident.
 COACHING_LLM_ALLOW_REQUESTS = env_bool("COACHING_LLM_ALLOW_REQUESTS", True)
 # The biggest accepted WebSocket frame and user message.
