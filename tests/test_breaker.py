@@ -213,12 +213,16 @@ async def test_the_stream_counts_failures_and_fails_fast_when_open(sim_breaker: 
 async def test_a_stream_that_trickles_past_its_budget_is_cut_off(sim_breaker: SimulatorServer) -> None:
     sim_breaker.configure(agents={"b": {"fault": "slow_stream", "slow_tokens_per_s": 5, "output_tokens": 40}})
     spec = spec_for(sim_breaker)
-    pieces = []
-    with pytest.raises(LLMTransientError, match="too slowly"):
+    pieces: list[str] = []
+
+    async def consume() -> None:
         async for piece in chat_stream(
             spec, MESSAGES, StreamState(), max_tokens=60, temperature=0, headers={"X-Coaching-Agent": "b"}, timeout_s=1
         ):
             pieces.append(piece)
+
+    with pytest.raises(LLMTransientError, match="too slowly"):
+        await consume()
     assert 0 < len(pieces) < 40
 
 

@@ -91,7 +91,7 @@ class CircuitBreaker:
 
     def state(self) -> BreakerState:
         try:
-            raw = self.client.hgetall(self.key)
+            raw: dict[bytes, bytes] = self.client.hgetall(self.key)  # type: ignore[assignment]  # sync client
         except redis.RedisError:
             return BreakerState("closed", 0, None)
         failures = int(raw.get(b"failures", 0))
