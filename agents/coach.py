@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from agents import services
+from agents import safety, services
 from agents.context import agent_messages
 from agents.llm.client import EndpointSpec, StreamState, chat_stream
 from agents.llm.errors import LLMError
@@ -45,6 +45,8 @@ USER_FACING_ERRORS = {
     "the full answer will follow if the model comes back, or you can send it again later.",
     "llm_misconfigured": "The coaching model is not set up correctly. Your message is saved; "
     "an operator has been told.",
+    "llm_circuit_open": "The coaching model is not answering right now. Your message is saved; "
+    "you will get a shorter answer.",
 }
 
 
@@ -150,6 +152,13 @@ def coach_end(
             latency_ms=latency_ms,
         )
         Turn.objects.filter(pk=call.turn_id).update(coach_done_at=timezone.now())
+        unsafe = safety.unsafe_content(text) if text else []
+        if unsafe:
+            # Streamed text cannot be taken back: the prompt forbids this, the turn is flagged
+            # for the coach, and Synth's gated answer follows as the reply of record.
+            Turn.objects.filter(pk=call.turn_id).update(
+                flagged=True, flag_reason=("coach reply contains " + ", ".join(unsafe).replace("_", " "))[:200]
+            )
         services.turn_canvas_after_coach(turn_id=call.turn_id)
         services.event_emit(
             session_id=call.session_id,
@@ -166,6 +175,7 @@ def coach_end(
                     "detail": USER_FACING_ERRORS.get(error.code, "The immediate reply failed. Your message is saved."),
                 },
             )
+            services.degraded_notice_emit(turn_id=call.turn_id, reason="coach_failed")
 
 
 async def coach_stream(turn_id: int) -> None:
@@ -176,6 +186,12 @@ async def coach_stream(turn_id: int) -> None:
         # Coach could not even start (configuration, database): the full answer still comes.
         logger.exception("coach could not start on turn %s", turn_id)
         call = None
+    try:
+        # An endpoint already failing fast: say so now, before the coachee waits for parts
+        # of the answer that cannot come.
+        await database_sync_to_async(services.degraded_notice_if_open)(turn_id=turn_id)
+    except Exception:
+        logger.exception("degraded-mode check failed on turn %s", turn_id)
     if call is None:
         await database_sync_to_async(services.turn_canvas_after_coach)(turn_id=turn_id)
         return

@@ -273,6 +273,20 @@ COACHING_TURNS_PER_MINUTE = env_int("COACHING_TURNS_PER_MINUTE", 12)
 COACHING_RAW_RETENTION_DAYS = env_int("COACHING_RAW_RETENTION_DAYS", 30)
 COACHING_MAX_SOCKETS_PER_USER = env_int("COACHING_MAX_SOCKETS_PER_USER", 8)
 
+# Crisis alerts to coaches go by email: the console in development (set EMAIL_BACKEND and
+# EMAIL_HOST etc. for SMTP in production); the test runner swaps in the in-memory outbox.
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+# An alert is sent right after the turn commits; a mail server that hangs must not hold it long.
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "coaching@localhost")
+# Where coaches reach the admin: alert emails link to the turn's review page under it.
+COACHING_SITE_URL = env_str("COACHING_SITE_URL", "http://localhost:8000").rstrip("/")
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

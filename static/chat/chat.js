@@ -831,6 +831,11 @@
     changeList(() => dom.list.append(li));
   }
 
+  // A model endpoint is failing: the message is saved and the answer will be shorter.
+  function onServiceDegraded(e) {
+    showNotice(e.text || "Some parts of the coaching system are unavailable; your message is saved.");
+  }
+
   const HANDLERS = {
     "message.accepted": onMessageAccepted,
     "coach.started": onCoachStarted,
@@ -841,6 +846,7 @@
     "synth.done": onSynthDone,
     "turn.done": onTurnDone,
     "safety.notice": onSafetyNotice,
+    "service.degraded": onServiceDegraded,
     "session.ended": onSessionEnded,
     error: onError,
     pong() {},
