@@ -5,6 +5,7 @@ Every variable is documented in README.md ("Configuration").
 
 import os
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -138,8 +139,17 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # Redis would redeliver it to a second worker.
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 600)
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 660)
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 900}
-CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = {"visibility_timeout": 900}
+# A task whose worker died (SIGKILL, power loss) is handed to another worker after this many
+# seconds; the process-fault tests shorten it (with the limits above) to see it happen.
+CELERY_VISIBILITY_TIMEOUT_S = env_int("CELERY_VISIBILITY_TIMEOUT_S", 900)
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = {"visibility_timeout": CELERY_VISIBILITY_TIMEOUT_S}
+if env_str("CELERY_UNACKED_RESTORE_INTERVAL_S", ""):
+    # How often a worker looks for such tasks (kombu's default sweep is ~100 s).
+    CELERY_BROKER_TRANSPORT_OPTIONS |= {
+        "unacked_restore_interval": env_int("CELERY_UNACKED_RESTORE_INTERVAL_S", 10),
+        "unacked_restore_throttle": 1,
+    }
+CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_VISIBILITY_TIMEOUT_S}
 # Chord header results must outlive the chord; 0 would mean "never expire" on some
 # backends and hangs chords on others, so keep an explicit day.
 CELERY_RESULT_EXPIRES = 86400
