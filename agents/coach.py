@@ -137,7 +137,12 @@ def coach_end(
     """Persist the reply and its run, then announce it (and any error) to the session."""
     estimated_prompt = sum(len(m["content"]) for m in call.messages) // 4 + 1
     with transaction.atomic():
-        Message.objects.filter(pk=call.message_id).update(text=text, status=status, updated_at=timezone.now())
+        ended = Message.objects.filter(pk=call.message_id, status=MessageStatus.STREAMING).update(
+            text=text, status=status, updated_at=timezone.now()
+        )
+        if not ended:
+            # The watchdog already closed it as interrupted (past the deadline): once is enough.
+            return
         AgentRun.objects.filter(pk=call.run_id).update(
             status=RunStatus.FAILED if error else RunStatus.SUCCEEDED,
             attempts=1,

@@ -344,6 +344,7 @@ def turn_finish(
 
 def turn_expire(*, turn_id: int) -> bool:
     """The watchdog: a turn past its deadline gets the fallback reply and a flag."""
+    coach_interrupted_close(turn_id=turn_id)
     turn = Turn.objects.filter(pk=turn_id, status=TurnStatus.RUNNING).first()
     if turn is None or timezone.now() < turn.deadline_at:
         return False
@@ -359,6 +360,37 @@ def turn_expire(*, turn_id: int) -> bool:
         flag_reason="deadline passed",
         missing=unfinished,
     )
+
+
+INTERRUPTED_COACH_ERROR = "interrupted: the process streaming it stopped"
+
+
+def coach_interrupted_close(*, turn_id: int) -> bool:
+    """A Coach reply still 'streaming' after the turn's deadline lost its stream (the Daphne
+    process running it died: its stream is bounded by the deadline otherwise). Close it as
+    failed, keeping the text saved so far, so no client shows it streaming for ever."""
+    turn = Turn.objects.filter(pk=turn_id, deadline_at__lte=timezone.now()).first()
+    if turn is None or turn.coach_message_id is None:
+        return False
+    with transaction.atomic():
+        # Conditional: whichever of this and Coach's own ending comes first wins, once.
+        closed = Message.objects.filter(pk=turn.coach_message_id, status=MessageStatus.STREAMING).update(
+            status=MessageStatus.FAILED, updated_at=timezone.now()
+        )
+        if not closed:
+            return False
+        message = Message.objects.get(pk=turn.coach_message_id)
+        AgentRun.objects.filter(turn=turn, agent="coach", status=RunStatus.RUNNING).update(
+            status=RunStatus.FAILED, error=INTERRUPTED_COACH_ERROR, finished_at=timezone.now()
+        )
+        Turn.objects.filter(pk=turn_id, coach_done_at__isnull=True).update(coach_done_at=timezone.now())
+        event_emit(
+            session_id=turn.session_id,
+            type="coach.done",
+            payload={"turn_id": turn_id, "message_id": message.pk, "text": message.text, "status": message.status},
+        )
+    logger.warning("turn %s: Coach's stream was interrupted; its reply is closed as failed", turn_id)
+    return True
 
 
 def turn_stop(*, turn_id: int, user_id: int) -> bool:

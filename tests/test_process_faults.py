@@ -394,3 +394,41 @@ async def test_daphne_restarted_while_a_client_is_connected(make_stack: Any, liv
     assert convo.last_seq > seen_before  # the rest arrived after the restart
     assert synth_reply(convo, turn_id)["fallback"] is False
     print(f"\ndaphne restarted with a client connected: resumed after seq {seen_before}; {summary}")
+
+
+async def test_daphne_killed_mid_coach_stream_leaves_no_reply_streaming_for_ever(
+    make_stack: Any, live_sim: Any
+) -> None:
+    deadline_s = 20.0
+    stack = await asyncio.to_thread(make_stack, "daphnekill", deadline_s=deadline_s)
+    live_sim.configure(agents={"coach": {"tokens_per_s": 8, "output_tokens": 400}})
+    convo = await conversation(stack, "daphne-kill")
+    client = await convo.connect()
+    await client.send({"type": "user.message", "client_id": "c-1", "text": TEXT})
+    await client.until(lambda e: e["type"] == "coach.delta")
+    await asyncio.sleep(2.5)  # past a snapshot of the partial text (every second)
+    turn_id = convo.turn_id()
+    assert turn_id is not None
+    assert stack.web is not None
+    stack.web.send_signal(signal.SIGKILL)  # no graceful ending for the stream
+    stack.web.wait(timeout=10)
+    await asyncio.to_thread(stack.start_web)
+    await finish(convo, turn_id, timeout_s=40)
+    # A reconnected client is shown the reply so far, still streaming; the watchdog closes it
+    # after the deadline, and the client sees it end, once.
+    client = await convo.connect()
+    with suppress(TimeoutError):
+        await client.until(lambda e: e["type"] == "coach.done", timeout_s=deadline_s + 10)
+    await client.__aexit__()
+    assert any(e["type"] == "coach.snapshot" for e in convo.events)
+
+    summary = await sync_to_async(assert_consistent)(convo, turns=1)
+    coach = await sync_to_async(Message.objects.get)(session=convo.session, role=Role.COACH)
+    assert coach.status == "failed"
+    assert coach.text  # what was streamed before the crash is kept
+    ends = [e for e in convo.events if e["type"] == "coach.done"]
+    assert {e["seq"] for e in ends} == {ends[0]["seq"]}
+    assert ends[0]["status"] == "failed"
+    run = await sync_to_async(AgentRun.objects.get)(turn_id=turn_id, agent="coach")
+    assert run.status == "failed"
+    print(f"\ndaphne SIGKILLed mid-Coach-stream: coach reply closed as interrupted by the watchdog; {summary}")
