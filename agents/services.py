@@ -453,6 +453,8 @@ def safety_notice_emit(*, turn: Turn, level: str) -> None:
     )
     if level == Escalation.CRISIS:
         turn_id = turn.pk
+        # Stability's crisis flags the turn as the pre-gate's does (whose own reason stands).
+        Turn.objects.filter(pk=turn_id, flagged=False).update(flagged=True, flag_reason="crisis (Stability)")
         # robust: a failing alert is logged, never raised into the request that stored the turn.
         transaction.on_commit(lambda: coach_alert_crisis(turn_id=turn_id), robust=True)
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.core import mail
 
@@ -12,7 +14,7 @@ from agents import services
 from agents.llm import breaker
 from agents.models import AgentConfig, CoachAssignment, Escalation, SessionEvent, Turn
 from agents.schemas import SERVER_EVENTS
-from tests.conftest import make_coachee
+from tests.conftest import ChatClient, login_cookie, make_coachee
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -45,6 +47,7 @@ def test_a_pregate_hit_emails_each_assigned_coach_without_the_message_text(
         turn = accept(coachee, f"I want to kill myself {CANARY}")
     assert turn.escalation == Escalation.CRISIS
     assert turn.flagged is True
+    assert turn.flag_reason.startswith("crisis language")
     assert sorted(to for m in mail.outbox for to in m.to) == ["coach-a@example.org", "coach-b@example.org"]
     assert all(len(m.to) == 1 for m in mail.outbox)  # coaches do not see each other's addresses
     for message in mail.outbox:
@@ -75,9 +78,14 @@ def test_stabilitys_crisis_escalation_alerts_too_but_refer_does_not(
     with django_capture_on_commit_callbacks(execute=True):
         services.safety_notice_emit(turn=turn, level=Escalation.REFER)
     assert mail.outbox == []
+    turn.refresh_from_db()
+    assert turn.flagged is False
     with django_capture_on_commit_callbacks(execute=True):
         services.safety_notice_emit(turn=turn, level=Escalation.CRISIS)
     assert len(mail.outbox) == 2
+    turn.refresh_from_db()
+    assert turn.flagged is True
+    assert turn.flag_reason == "crisis (Stability)"
 
 
 def test_no_alert_is_sent_before_the_turn_commits(coachee: Any, django_capture_on_commit_callbacks: Any) -> None:
@@ -166,3 +174,44 @@ def test_no_notice_for_a_turn_that_has_ended(coachee: Any, open_breakers: None) 
     turn = accept(coachee, "I keep skipping my runs.")
     services.turn_finish(turn_id=turn.pk, reply="Done.", fallback=False, degraded=False)
     assert services.degraded_notice_emit(turn_id=turn.pk, reason="coach_failed") is False
+
+
+# --- End to end: Stability's crisis on the real stack --------------------------------------
+
+STABILITY_CRISIS = {
+    "risks": [{"description": "Talk of not going on", "severity": 5, "detectability": 4, "reversibility": 5}],
+    "blocked_moves": ["direct_challenge"],
+    "escalation": "crisis",
+    "rationale": "Possible danger.",
+}
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("close_thread_connections")
+async def test_stabilitys_crisis_on_the_live_stack_alerts_the_coach_by_email(live_stack: Any, live_sim: Any) -> None:
+    def setup() -> Any:
+        user = make_coachee("alerted")
+        coach = get_user_model().objects.create_user(username="their-coach", email="their-coach@example.org")
+        CoachAssignment.objects.create(coach=coach, coachee=user)
+        return services.session_start(user_id=user.pk), login_cookie("alerted", "")
+
+    live_sim.configure(agents={"stability": {"script": [STABILITY_CRISIS]}})
+    session, cookie = await sync_to_async(setup)()
+    async with ChatClient(live_stack, session, cookie) as client:
+        # Indirect enough to pass the pre-gate: Stability is the one that sees the crisis.
+        await client.send({"type": "user.message", "client_id": "c-1", "text": f"Nothing matters now {CANARY}"})
+        await client.until(lambda e: e["type"] == "turn.done", timeout_s=60)
+    turn = await sync_to_async(Turn.objects.get)(session=session)
+    assert turn.escalation == Escalation.CRISIS
+    assert turn.flagged is True
+    # The worker's console email backend prints the alert to its log.
+    subject = f"Crisis alert: session {session.pk}, turn {turn.pk}"
+    for _ in range(20):
+        log = live_stack.log_tail(400)
+        if subject in log:
+            break
+        await asyncio.sleep(0.25)
+    assert subject in log
+    assert "To: their-coach@example.org" in log
+    assert CANARY not in log
