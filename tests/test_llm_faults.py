@@ -149,6 +149,9 @@ async def test_every_fault_mode_ends_every_turn_in_time_with_valid_outputs_only(
     assert table["(none)"].delivered == TURNS_PER_FAULT
     for fault in ("http_500", "http_400", "invalid_json", "hang"):
         assert table[fault].fallback == TURNS_PER_FAULT, fault
+    # A dead or failing server opens the breaker, and coachees are told.
+    for fault in ("http_500", "timeout"):
+        assert table[fault].notices > 0, fault
 
 
 def wait_quiet(sim: Any, timeout_s: float = 20) -> None:

@@ -735,7 +735,8 @@
     } else if (e.degraded) {
       const missing = turn.missing.map((name) => AGENT_LABELS[name] || name).join(", ");
       const why = missing ? ` (${missing} could not help this time)` : "";
-      turnTrouble(e.turn_id, `Part of the answer could not be prepared${why}.`);
+      const said = turn.degradedText ? `${turn.degradedText} ` : "";
+      turnTrouble(e.turn_id, `${said}Part of the answer could not be prepared${why}.`);
     }
   }
 
@@ -832,8 +833,11 @@
   }
 
   // A model endpoint is failing: the message is saved and the answer will be shorter.
+  // Kept on the turn, so the end-of-turn notice repeats it instead of replacing it.
   function onServiceDegraded(e) {
-    showNotice(e.text || "Some parts of the coaching system are unavailable; your message is saved.");
+    const text = e.text || "Some parts of the coaching system are unavailable; your message is saved.";
+    turnFor(e.turn_id).degradedText = text;
+    showNotice(text);
   }
 
   const HANDLERS = {
