@@ -117,15 +117,12 @@ def test_state_is_shared_by_every_breaker_of_the_endpoint(circuit: breaker.Circu
 
 def test_with_redis_unreachable_calls_go_ahead(clock: FakeClock) -> None:
     dead = breaker.CircuitBreaker(
-        "unreachable",
-        client=breaker.redis.Redis(host="127.0.0.1", port=9, socket_connect_timeout=0.2, socket_timeout=0.2),
-        threshold=1,
-        cooldown_s=30,
-        clock=clock,
+        "unreachable", client=breaker.make_client("redis://127.0.0.1:9/0"), threshold=1, cooldown_s=30, clock=clock
     )
     assert dead.record_failure() is False
     dead.before_call()
     assert dead.state().state == "closed"
+    dead.record_success()
 
 
 def test_open_endpoints_lists_only_failing_ones(settings: Any) -> None:

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import redis
 from django.conf import settings
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from agents.llm.errors import LLMCircuitOpen
 
@@ -50,9 +52,17 @@ return 0
 """
 
 
+def make_client(url: str) -> redis.Redis:
+    # No retries: redis-py's default retries with backoff would make every model call wait
+    # seconds on a Redis outage, exactly when failing open should cost nothing.
+    return redis.Redis.from_url(
+        url, socket_timeout=REDIS_TIMEOUT_S, socket_connect_timeout=REDIS_TIMEOUT_S, retry=Retry(NoBackoff(), 0)
+    )
+
+
 @functools.lru_cache(maxsize=4)
 def _client(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url, socket_timeout=REDIS_TIMEOUT_S, socket_connect_timeout=REDIS_TIMEOUT_S)
+    return make_client(url)
 
 
 def redis_url() -> str:
