@@ -9,6 +9,7 @@ default batch in agents/crisis_lexicon.py, seeded here the way its data migratio
 
 from __future__ import annotations
 
+import importlib
 import json
 import time
 from collections import Counter
@@ -72,9 +73,21 @@ def test_recall_and_false_positive_rate_of_the_pregate(seeded_tx: None) -> None:
     assert fp_rate <= MAX_FALSE_POSITIVE_RATE
 
 
-def test_without_the_second_batch_recall_is_lower(seeded_tx: None) -> None:
-    # The set measures something: the seeded lexicon alone misses indirect phrasing.
-    missed = [row for row in DATA["crisis"] if safety.pregate(row["text"]) is None]
+def test_without_the_second_batch_recall_is_lower() -> None:
+    # The set measures something: migration 0007's lexicon alone misses indirect phrasing.
+    # (Compiled straight from the migration, so this holds after the batch is seeded too.)
+    seeded = importlib.import_module("agents.migrations.0007_seed_crisis_patterns").PATTERNS
+    regexes = [regex for patterns in seeded.values() for p in patterns if (regex := safety.compiled(p))]
+
+    def hit(text: str) -> bool:
+        return any(regex.search(variant) for regex in regexes for variant in safety.variants(text))
+
+    missed = [row for row in DATA["crisis"] if not hit(row["text"])]
+    flagged = [row for row in DATA["non_crisis"] if hit(row["text"])]
+    print(
+        f"\nthe 0007 lexicon alone: recall {1 - len(missed) / len(DATA['crisis']):.1%}, "
+        f"false positives {len(flagged) / len(DATA['non_crisis']):.1%}"
+    )
     assert len(missed) > 10
 
 
