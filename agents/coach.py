@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from agents import services
+from agents import safety, services
 from agents.context import agent_messages
 from agents.llm.client import EndpointSpec, StreamState, chat_stream
 from agents.llm.errors import LLMError
@@ -47,6 +47,8 @@ USER_FACING_ERRORS = {
     "the full answer will follow if the model comes back, or you can send it again later.",
     "llm_misconfigured": "The coaching model is not set up correctly. Your message is saved; "
     "an operator has been told.",
+    "llm_circuit_open": "The coaching model is not answering right now. Your message is saved; "
+    "you will get a shorter answer.",
 }
 
 
@@ -144,7 +146,12 @@ def coach_end(
     """Persist the reply and its run, then announce it (and any error) to the session."""
     estimated_prompt = sum(len(m["content"]) for m in call.messages) // 4 + 1
     with transaction.atomic():
-        Message.objects.filter(pk=call.message_id).update(text=text, status=status, updated_at=timezone.now())
+        ended = Message.objects.filter(pk=call.message_id, status=MessageStatus.STREAMING).update(
+            text=text, status=status, updated_at=timezone.now()
+        )
+        if not ended:
+            # The watchdog already closed it as interrupted (past the deadline): once is enough.
+            return
         AgentRun.objects.filter(pk=call.run_id).update(
             status=RunStatus.FAILED if error else RunStatus.SUCCEEDED,
             attempts=1,
@@ -159,6 +166,13 @@ def coach_end(
             latency_ms=latency_ms,
         )
         Turn.objects.filter(pk=call.turn_id).update(coach_done_at=timezone.now())
+        unsafe = safety.unsafe_content(text) if text else []
+        if unsafe:
+            # Streamed text cannot be taken back: the prompt forbids this, the turn is flagged
+            # for the coach, and Synth's gated answer follows as the reply of record.
+            Turn.objects.filter(pk=call.turn_id).update(
+                flagged=True, flag_reason=("coach reply contains " + ", ".join(unsafe).replace("_", " "))[:200]
+            )
         services.turn_canvas_after_coach(turn_id=call.turn_id)
         services.event_emit(
             session_id=call.session_id,
@@ -175,6 +189,7 @@ def coach_end(
                     "detail": USER_FACING_ERRORS.get(error.code, "The immediate reply failed. Your message is saved."),
                 },
             )
+            services.degraded_notice_emit(turn_id=call.turn_id, reason="coach_failed")
 
 
 async def coach_stream(turn_id: int) -> None:
@@ -186,6 +201,7 @@ async def coach_stream(turn_id: int) -> None:
         logger.exception("coach could not start on turn %s", turn_id)
         call = None
     if call is None:
+        await degraded_notice_if_open(turn_id)
         await database_sync_to_async(services.turn_canvas_after_coach)(turn_id=turn_id)
         return
     state = StreamState()
@@ -212,7 +228,17 @@ async def coach_stream(turn_id: int) -> None:
         logger.exception("coach could not record its start on turn %s", turn_id)
         await database_sync_to_async(services.turn_canvas_after_coach)(turn_id=turn_id)
         return
+    await degraded_notice_if_open(turn_id)  # after the request is out: it never delays Coach
     await coach_relay(call, state, pieces_from(first_piece, stream), started=started)
+
+
+async def degraded_notice_if_open(turn_id: int) -> None:
+    """An endpoint already failing fast: say so now, before the coachee waits for parts of the
+    answer that cannot come."""
+    try:
+        await database_sync_to_async(services.degraded_notice_if_open)(turn_id=turn_id)
+    except Exception:
+        logger.exception("degraded-mode check failed on turn %s", turn_id)
 
 
 async def pieces_from(first_piece: asyncio.Future[str], stream: AsyncIterator[str]) -> AsyncIterator[str]:

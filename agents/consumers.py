@@ -193,7 +193,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self.send_event(message["event"])
 
     message_accepted = coach_started = coach_delta = coach_done = agent_status = synth_done = error = relay
-    safety_notice = session_ended = relay
+    safety_notice = session_ended = service_degraded = relay
 
     async def connection_close(self, message: dict[str, Any]) -> None:
         await self.close(code=message["code"])

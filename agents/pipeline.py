@@ -22,11 +22,11 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
-from agents import blackboard, services
+from agents import blackboard, safety, services
 from agents.arbitration import Arbitration, MoveInfo, arbitrate, arbitrate_crisis, render_brief
 from agents.context import SharedContext, agent_messages, build_shared_context, fence, shared_budget
 from agents.llm.client import Completion, EndpointSpec, chat_complete
-from agents.llm.errors import LLMError, LLMOutputError, LLMTransientError
+from agents.llm.errors import LLMCircuitOpen, LLMError, LLMOutputError, LLMTransientError
 from agents.llm.schema import extra_body_for, json_schema_for, response_format_for
 from agents.models import (
     SPECIALISTS,
@@ -139,6 +139,8 @@ def call_with_retries(call: Callable[[float], Completion], *, deadline: float, c
         counter.calls += 1
         try:
             return call(remaining)
+        except LLMCircuitOpen:
+            raise  # the breaker is open: a retry now would only meet it again
         except LLMTransientError:
             if retries >= settings.COACHING_LLM_MAX_RETRIES:
                 raise
@@ -590,9 +592,12 @@ def critic_gate(
     catalog: dict[str, MoveInfo],
     round: int,
 ) -> GateVerdict:
-    """Declared moves are checked exactly; the text by a critic call. Fails closed."""
+    """Declared moves are checked exactly; the text by a critic call and by a deterministic
+    unsafe-content check (method or means, diagnosis, medication advice, claims to be a human
+    or therapist) that works when the critic cannot. Fails closed."""
     blocked = list(brief["blocked_moves"])
     violations = [f"declared blocked move {key}" for key in synth.moves_used if key in blocked]
+    violations += [f"contains {kind.replace('_', ' ')} (safety check)" for kind in safety.unsafe_content(synth.reply)]
     result = run_json_agent(
         turn=turn,
         agent=Agent.CRITIC,

@@ -335,6 +335,16 @@ class SafetyNoticeEvent(ServerEvent):
     resources: list[CrisisResourceItem]
 
 
+class ServiceDegradedEvent(ServerEvent):
+    """Some model endpoint is failing: the message is saved, the answer will be shorter."""
+
+    type: Literal["service.degraded"]
+    seq: int
+    turn_id: int
+    reason: Literal["endpoint_unavailable", "coach_failed"]
+    text: str
+
+
 class SessionEndedEvent(ServerEvent):
     type: Literal["session.ended"]
     seq: int
@@ -362,6 +372,7 @@ SERVER_EVENTS: dict[str, type[ServerEvent]] = {
     "synth.done": SynthDoneEvent,
     "turn.done": TurnDoneEvent,
     "safety.notice": SafetyNoticeEvent,
+    "service.degraded": ServiceDegradedEvent,
     "session.ended": SessionEndedEvent,
     "error": ErrorEvent,
     "pong": PongEvent,

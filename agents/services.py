@@ -17,14 +17,18 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
+from django.core.mail import send_mail
 from django.db import connection, transaction
+from django.urls import reverse
 from django.utils import timezone
 
 from agents import blackboard, layer, rendering, safety
+from agents.llm import breaker
 from agents.models import (
     AgentConfig,
     AgentRun,
     BlackboardVersion,
+    CoachAssignment,
     CoachingSession,
     CrisisResource,
     Escalation,
@@ -264,6 +268,8 @@ def agent_status_emit(*, turn: Turn, agent: str, state: str, ms: int | None = No
     AgentRun rows, which a resuming client gets as a snapshot (agent_statuses); persisting it
     cost a locked, durable transaction per event on the turn's critical path."""
     group_send_now(turn.session_id, agent_status_event(turn_id=turn.pk, agent=agent, state=state, ms=ms))
+    if state == "failed":
+        degraded_notice_if_open(turn_id=turn.pk, agents=[agent])
 
 
 def agent_status_event(*, turn_id: int, agent: str, state: str, ms: int | None) -> dict[str, Any]:
@@ -289,6 +295,44 @@ def agent_statuses(*, session_id: int) -> list[dict[str, Any]]:
         agent_status_event(turn_id=turn_id, agent=agent, state=RUN_STATES.get(status, "started"), ms=ms)
         for turn_id, agent, status, ms in runs
     ]
+
+
+# --- Degraded mode: the coachee is told when model endpoints are failing ---------------------
+
+DEGRADED_TEXT = (
+    "Some parts of the coaching system are unavailable right now. Your message is saved, "
+    "and you will get a shorter answer than usual."
+)
+
+
+def degraded_notice_emit(*, turn_id: int, reason: str) -> bool:
+    """Tell the coachee, once per turn, that this answer will be shorter. False if already told
+    (or the turn has ended: then turn.done says it all)."""
+    with transaction.atomic():
+        turn = Turn.objects.select_for_update().filter(pk=turn_id).first()
+        if turn is None or turn.status != TurnStatus.RUNNING:
+            return False
+        told = SessionEvent.objects.filter(
+            session_id=turn.session_id, type="service.degraded", payload__turn_id=turn_id
+        ).exists()
+        if told:
+            return False
+        event_emit(
+            session_id=turn.session_id,
+            type="service.degraded",
+            payload={"turn_id": turn_id, "reason": reason, "text": DEGRADED_TEXT},
+        )
+    return True
+
+
+def degraded_notice_if_open(*, turn_id: int, agents: list[str] | None = None) -> bool:
+    """The notice, if the endpoint of any of these agents (default: all enabled) is failing fast."""
+    configs = AgentConfig.objects.filter(enabled=True).select_related("endpoint")
+    if agents is not None:
+        configs = configs.filter(agent__in=agents)
+    if not breaker.open_endpoints([c.endpoint.name for c in configs]):
+        return False
+    return degraded_notice_emit(turn_id=turn_id, reason="endpoint_unavailable")
 
 
 def turn_finish(
@@ -344,6 +388,7 @@ def turn_finish(
 
 def turn_expire(*, turn_id: int) -> bool:
     """The watchdog: a turn past its deadline gets the fallback reply and a flag."""
+    coach_interrupted_close(turn_id=turn_id)
     turn = Turn.objects.filter(pk=turn_id, status=TurnStatus.RUNNING).first()
     if turn is None or timezone.now() < turn.deadline_at:
         return False
@@ -371,6 +416,37 @@ def overdue_turns_expire(*, limit: int = 200) -> int:
     cutoff = timezone.now() - timedelta(seconds=OVERDUE_GRACE_S)
     overdue = Turn.objects.filter(status=TurnStatus.RUNNING, deadline_at__lt=cutoff).order_by("deadline_at")
     return sum(turn_expire(turn_id=turn_id) for turn_id in overdue.values_list("pk", flat=True)[:limit])
+
+
+INTERRUPTED_COACH_ERROR = "interrupted: the process streaming it stopped"
+
+
+def coach_interrupted_close(*, turn_id: int) -> bool:
+    """A Coach reply still 'streaming' after the turn's deadline lost its stream (the Daphne
+    process running it died: its stream is bounded by the deadline otherwise). Close it as
+    failed, keeping the text saved so far, so no client shows it streaming for ever."""
+    turn = Turn.objects.filter(pk=turn_id, deadline_at__lte=timezone.now()).first()
+    if turn is None or turn.coach_message_id is None:
+        return False
+    with transaction.atomic():
+        # Conditional: whichever of this and Coach's own ending comes first wins, once.
+        closed = Message.objects.filter(pk=turn.coach_message_id, status=MessageStatus.STREAMING).update(
+            status=MessageStatus.FAILED, updated_at=timezone.now()
+        )
+        if not closed:
+            return False
+        message = Message.objects.get(pk=turn.coach_message_id)
+        AgentRun.objects.filter(turn=turn, agent="coach", status=RunStatus.RUNNING).update(
+            status=RunStatus.FAILED, error=INTERRUPTED_COACH_ERROR, finished_at=timezone.now()
+        )
+        Turn.objects.filter(pk=turn_id, coach_done_at__isnull=True).update(coach_done_at=timezone.now())
+        event_emit(
+            session_id=turn.session_id,
+            type="coach.done",
+            payload={"turn_id": turn_id, "message_id": message.pk, "text": message.text, "status": message.status},
+        )
+    logger.warning("turn %s: Coach's stream was interrupted; its reply is closed as failed", turn_id)
+    return True
 
 
 def turn_stop(*, turn_id: int, user_id: int) -> bool:
@@ -424,12 +500,71 @@ def crisis_resources_for(locale: str) -> list[dict[str, str]]:
 
 
 def safety_notice_emit(*, turn: Turn, level: str) -> None:
-    """Show the crisis-resources card beside the reply (escalation refer or crisis)."""
+    """Show the crisis-resources card beside the reply (escalation refer or crisis); on crisis,
+    alert the coachee's coaches once the change is committed."""
     event_emit(
         session_id=turn.session_id,
         type="safety.notice",
         payload={"turn_id": turn.pk, "level": level, "resources": crisis_resources_for(turn.session.locale)},
     )
+    if level == Escalation.CRISIS:
+        turn_id = turn.pk
+        # Stability's crisis flags the turn as the pre-gate's does (whose own reason stands).
+        Turn.objects.filter(pk=turn_id, flagged=False).update(flagged=True, flag_reason="crisis (Stability)")
+        # robust: a failing alert is logged, never raised into the request that stored the turn.
+        transaction.on_commit(lambda: coach_alert_crisis(turn_id=turn_id), robust=True)
+
+
+# Remembered this long, so a redelivered task or a second crisis signal on the same turn (the
+# pre-gate, then Stability) sends no second alert. Far longer than any turn lives.
+CRISIS_ALERT_TTL_S = 7 * 24 * 3600
+
+
+def coach_alert_crisis(*, turn_id: int) -> int:
+    """Email the coachee's assigned coaches that a turn needs them now; returns how many were told.
+
+    Once per turn. The email names the session and turn and links to the turn's review page; it
+    never carries message text (email leaves our systems; the review page is access-controlled).
+    The turn itself is already in the admin review queue (escalated and flagged).
+    """
+    turn = Turn.objects.select_related("session").get(pk=turn_id)
+    # The start time too: ids restart when a database is recreated, Redis keys do not.
+    key = f"coaching:crisis-alert:{turn_id}:{turn.started_at.timestamp():.6f}"
+    try:
+        if not cache.add(key, 1, timeout=CRISIS_ALERT_TTL_S):
+            return 0
+    except Exception:
+        # Without Redis the alert may go twice; that is better than not at all.
+        logger.exception("crisis alert for turn %s: could not record it in the cache", turn_id)
+    emails = list(
+        CoachAssignment.objects.filter(coachee_id=turn.session.coachee_id, coach__is_active=True)
+        .exclude(coach__email="")
+        .order_by("coach_id")
+        .values_list("coach__email", flat=True)
+    )
+    if not emails:
+        logger.warning("crisis on turn %s: the coachee has no assigned coach with an email address", turn_id)
+        return 0
+    review = reverse("admin:agents_coachingsession_review", args=[turn.session_id])
+    link = f"{settings.COACHING_SITE_URL}{review}?turn={turn_id}#turn-{turn_id}"
+    subject = f"Crisis alert: session {turn.session_id}, turn {turn_id}"
+    body = (
+        f"A coachee you are assigned to may be in crisis (session {turn.session_id}, turn {turn_id}, "
+        f"{timezone.localtime(turn.started_at):%Y-%m-%d %H:%M %Z}).\n\n"
+        "They were shown the crisis resources for their locale. Please review the turn now:\n"
+        f"{link}\n\n"
+        "This email deliberately contains no message text; read it on the review page."
+    )
+    try:
+        # One email per coach: coaches must not see each other's addresses.
+        for email in emails:
+            send_mail(subject, body, None, [email])
+    except Exception:
+        logger.exception("crisis alert for turn %s could not be sent", turn_id)
+        cache.delete(key)  # let a later crisis signal on this turn try again
+        return 0
+    logger.warning("crisis on turn %s: %d coach(es) alerted", turn_id, len(emails))
+    return len(emails)
 
 
 def blackboard_item_edit(*, coachee_id: int, item_id: str, text: str | None = None, hidden: bool | None = None) -> None:

@@ -5,6 +5,7 @@ Every variable is documented in README.md ("Configuration").
 
 import os
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -138,8 +139,17 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # Redis would redeliver it to a second worker.
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 600)
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 660)
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 900}
-CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = {"visibility_timeout": 900}
+# A task whose worker died (SIGKILL, power loss) is handed to another worker after this many
+# seconds; the process-fault tests shorten it (with the limits above) to see it happen.
+CELERY_VISIBILITY_TIMEOUT_S = env_int("CELERY_VISIBILITY_TIMEOUT_S", 900)
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = {"visibility_timeout": CELERY_VISIBILITY_TIMEOUT_S}
+if env_str("CELERY_UNACKED_RESTORE_INTERVAL_S", ""):
+    # How often a worker looks for such tasks (kombu's default sweep is ~100 s).
+    CELERY_BROKER_TRANSPORT_OPTIONS |= {
+        "unacked_restore_interval": env_int("CELERY_UNACKED_RESTORE_INTERVAL_S", 10),
+        "unacked_restore_throttle": 1,
+    }
+CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_VISIBILITY_TIMEOUT_S}
 # Chord header results must outlive the chord; 0 would mean "never expire" on some
 # backends and hangs chords on others, so keep an explicit day.
 CELERY_RESULT_EXPIRES = 86400
@@ -256,6 +266,12 @@ COACHING_COACH_SNAPSHOT_S = env_float("COACHING_COACH_SNAPSHOT_S", 1.0)
 # Transient LLM errors (timeouts, 429, 5xx) are retried this many times, with backoff.
 COACHING_LLM_MAX_RETRIES = env_int("COACHING_LLM_MAX_RETRIES", 2)
 COACHING_LLM_RETRY_BACKOFF_S = env_float("COACHING_LLM_RETRY_BACKOFF_S", 0.5)
+# Circuit breaker per endpoint: after this many consecutive health failures (timeouts,
+# connection errors, 5xx) calls fail fast for the cooldown, then one probe tests the endpoint.
+# 5 rides out a brief blip (one turn's retries) but stops a dead server costing every agent
+# of every turn a full timeout; 30 s is a few turns, short enough to notice a recovery soon.
+COACHING_LLM_BREAKER_THRESHOLD = env_int("COACHING_LLM_BREAKER_THRESHOLD", 5)
+COACHING_LLM_BREAKER_COOLDOWN_S = env_float("COACHING_LLM_BREAKER_COOLDOWN_S", 30.0)
 # Unit tests set this to False so no code path can reach a model by accident.
 COACHING_LLM_ALLOW_REQUESTS = env_bool("COACHING_LLM_ALLOW_REQUESTS", True)
 # The biggest accepted WebSocket frame and user message.
@@ -268,6 +284,20 @@ COACHING_TURNS_PER_MINUTE = env_int("COACHING_TURNS_PER_MINUTE", 12)
 # days; parsed outputs, tokens and timings stay for review and statistics.
 COACHING_RAW_RETENTION_DAYS = env_int("COACHING_RAW_RETENTION_DAYS", 30)
 COACHING_MAX_SOCKETS_PER_USER = env_int("COACHING_MAX_SOCKETS_PER_USER", 8)
+
+# Crisis alerts to coaches go by email: the console in development (set EMAIL_BACKEND and
+# EMAIL_HOST etc. for SMTP in production); the test runner swaps in the in-memory outbox.
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+# An alert is sent right after the turn commits; a mail server that hangs must not hold it long.
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "coaching@localhost")
+# Where coaches reach the admin: alert emails link to the turn's review page under it.
+COACHING_SITE_URL = env_str("COACHING_SITE_URL", "http://localhost:8000").rstrip("/")
 
 LOGGING = {
     "version": 1,

@@ -27,6 +27,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
 
+from agents.llm import breaker
 from agents.llm.simulator import SimulatorServer
 from agents.models import AgentConfig, CoachingSession, ModelEndpoint
 
@@ -81,8 +82,10 @@ def sim(simulator: SimulatorServer, settings: Any) -> Iterator[SimulatorServer]:
     """The simulator with a clean script and call log, and model calls allowed."""
     settings.COACHING_LLM_ALLOW_REQUESTS = True
     simulator.reset()
+    breaker.reset_all()  # a breaker opened by an earlier test's faults must not fail this one
     yield simulator
     simulator.reset()
+    breaker.reset_all()
 
 
 def point_agents_at(base_url: str, *, kind: str = "vllm", read_timeout_s: float = 30.0) -> ModelEndpoint:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import openai
 from django.conf import settings
 
+from agents.llm import breaker
 from agents.llm.errors import LLMError, LLMPermanentError, LLMRequestsDisabled, LLMTransientError
 
 if TYPE_CHECKING:
@@ -125,6 +126,27 @@ def translate_error(exc: Exception) -> LLMError:
     return LLMTransientError(f"model call failed: {type(exc).__name__}: {exc}")
 
 
+def is_health_failure(exc: BaseException) -> bool:
+    """Does this failure say the endpoint is unwell (counts for its circuit breaker)?
+
+    Timeouts, connection errors, a stream cut off mid-way and 5xx do; a 4xx (429 included:
+    the server is up and pacing us) and anything about the content of an answer do not.
+    """
+    if isinstance(exc, LLMError):
+        return isinstance(exc, LLMStreamTooSlow)
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code >= 500
+    if isinstance(exc, openai.APIConnectionError):  # APITimeoutError is one too
+        return True
+    # Other openai errors are about the answer's shape; anything else is the transport
+    # failing under the stream (a dropped connection, a protocol error).
+    return not isinstance(exc, openai.OpenAIError)
+
+
+class LLMStreamTooSlow(LLMTransientError):
+    """The stream kept sending, but too slowly to finish within its time budget."""
+
+
 def _request_kwargs(
     spec: EndpointSpec,
     messages: list[dict[str, str]],
@@ -162,12 +184,17 @@ def chat_complete(
     )
     if response_format is not None:
         kwargs["response_format"] = response_format
+    circuit = breaker.for_endpoint(spec.name)
+    circuit.before_call()
     try:
         response = _sync_client(spec.base_url, spec.api_key).chat.completions.create(
             **kwargs, timeout=_timeout(spec, timeout_s)
         )
     except Exception as exc:
+        if is_health_failure(exc):
+            circuit.record_failure()
         raise translate_error(exc) from exc
+    circuit.record_success()
     if not response.choices:
         raise LLMTransientError("model server returned no choices")
     choice = response.choices[0]
@@ -203,14 +230,24 @@ async def chat_stream(
     if spec.kind in ("vllm", "openai"):
         # llama-cpp-python's server does not know stream_options; it reports no usage then.
         kwargs["stream_options"] = {"include_usage": True}
+    timeout = _timeout(spec, timeout_s)
+    # The read timeout bounds each wait for the next chunk; this bounds the whole stream,
+    # so a server trickling tokens cannot hold the reply past its deadline.
+    budget_ends = time.monotonic() + (timeout.read or spec.read_timeout_s)
+    circuit = breaker.for_endpoint(spec.name)
+    await asyncio.to_thread(circuit.before_call)
     try:
         stream = await _async_client(spec.base_url, spec.api_key).chat.completions.create(
-            **kwargs, stream=True, timeout=_timeout(spec, timeout_s)
+            **kwargs, stream=True, timeout=timeout
         )
     except Exception as exc:
+        if is_health_failure(exc):
+            await asyncio.to_thread(circuit.record_failure)
         raise translate_error(exc) from exc
     try:
         async for chunk in stream:
+            if time.monotonic() > budget_ends:
+                raise LLMStreamTooSlow("the model streamed too slowly to finish within its time budget")
             if chunk.usage is not None:
                 state.prompt_tokens = chunk.usage.prompt_tokens
                 state.completion_tokens = chunk.usage.completion_tokens
@@ -230,9 +267,12 @@ async def chat_stream(
     except (asyncio.CancelledError, GeneratorExit):
         raise
     except Exception as exc:
+        if is_health_failure(exc):
+            await asyncio.to_thread(circuit.record_failure)
         raise translate_error(exc) from exc
     finally:
         await stream.close()
+    await asyncio.to_thread(circuit.record_success)
 
 
 def list_models(spec: EndpointSpec, *, timeout_s: float = 5.0) -> list[str]:

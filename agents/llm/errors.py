@@ -34,3 +34,18 @@ class LLMRequestsDisabled(LLMPermanentError):
     """Raised when COACHING_LLM_ALLOW_REQUESTS is off (unit tests)."""
 
     code = "llm_disabled"
+
+
+class LLMCircuitOpen(LLMTransientError):
+    """The endpoint's circuit breaker is open: the call was not made.
+
+    Transient (the endpoint may recover), but retrying at once only meets the same open
+    breaker, so `call_with_retries` gives up on it immediately.
+    """
+
+    code = "llm_circuit_open"
+
+    def __init__(self, endpoint: str, *, retry_after_s: float = 0.0) -> None:
+        super().__init__(f"endpoint {endpoint} is failing; calls are paused for {retry_after_s:.0f} s")
+        self.endpoint = endpoint
+        self.retry_after_s = retry_after_s

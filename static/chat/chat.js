@@ -735,7 +735,8 @@
     } else if (e.degraded) {
       const missing = turn.missing.map((name) => AGENT_LABELS[name] || name).join(", ");
       const why = missing ? ` (${missing} could not help this time)` : "";
-      turnTrouble(e.turn_id, `Part of the answer could not be prepared${why}.`);
+      const said = turn.degradedText ? `${turn.degradedText} ` : "";
+      turnTrouble(e.turn_id, `${said}Part of the answer could not be prepared${why}.`);
     }
   }
 
@@ -831,6 +832,14 @@
     changeList(() => dom.list.append(li));
   }
 
+  // A model endpoint is failing: the message is saved and the answer will be shorter.
+  // Kept on the turn, so the end-of-turn notice repeats it instead of replacing it.
+  function onServiceDegraded(e) {
+    const text = e.text || "Some parts of the coaching system are unavailable; your message is saved.";
+    turnFor(e.turn_id).degradedText = text;
+    showNotice(text);
+  }
+
   const HANDLERS = {
     "message.accepted": onMessageAccepted,
     "coach.started": onCoachStarted,
@@ -841,6 +850,7 @@
     "synth.done": onSynthDone,
     "turn.done": onTurnDone,
     "safety.notice": onSafetyNotice,
+    "service.degraded": onServiceDegraded,
     "session.ended": onSessionEnded,
     error: onError,
     pong() {},
