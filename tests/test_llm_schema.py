@@ -147,7 +147,7 @@ def test_base_schemas_carry_the_marker_where_expected() -> None:
     assert enum_sources(base_schema(StabilityOutput)) == ["moves"]
     assert enum_sources(base_schema(CriticOutput)) == ["blocked_moves"]
     assert enum_sources(base_schema(SynthOutput)) == ["moves"]
-    assert sorted(enum_sources(base_schema(ShadowOutput))) == ["message_ids"]
+    assert sorted(enum_sources(base_schema(ShadowOutput))) == ["message_ids", "open_predictions"]
 
 
 def test_moves_are_injected_as_an_enum_and_the_marker_is_stripped() -> None:
