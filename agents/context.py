@@ -364,7 +364,8 @@ def build_shared_context(turn: Turn, *, budget: int, counter: Counter | None = N
             break
         used += cost
         n_sessions += 1
-    if history_open:
+    if history_open and n_sessions == len(earlier):
+        # Older history only once every summary is in: it is left out before them.
         take_history(len(history))
 
     kept_history = history[len(history) - n_history :]
