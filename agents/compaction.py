@@ -29,7 +29,9 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, Max, OuterRef
 from django.utils import timezone
 
+from agents import tokens
 from agents.context import FENCE_CLOSE, FENCE_OPEN, ROLE_LABELS, fenced, render_summary
+from agents.llm.client import EndpointSpec
 from agents.models import (
     Agent,
     AgentConfig,
@@ -254,17 +256,33 @@ def summarizer_messages(
     strategy: str,
     prompt_body: str,
     earlier: SessionSummary | None,
+    *,
+    budget: int,
+    counter: tokens.Counter,
 ) -> list[dict[str, str]]:
-    lines = [f"{ROLE_LABELS.get(Role(m.role), m.role)}: {m.text[:TRANSCRIPT_MESSAGE_CHARS]}" for m in transcript]
-    system = [SUMMARY_BRIEFING, "", f"Session of {session.created_at.date().isoformat()}."]
+    """The summarizer's prompt, within its budget: the oldest transcript lines go first (the
+    recorded facts, which the check asks about, are handed over whole by the extractive strategy)."""
+    head = [SUMMARY_BRIEFING, "", f"Session of {session.created_at.date().isoformat()}."]
     if earlier is not None and earlier.data:
-        system += ["", "Summary of the earlier part of this session:", fenced(render_summary(earlier.data))]
-    system += ["", "Transcript (oldest first):", fenced("\n".join(lines))]
+        head += ["", "Summary of the earlier part of this session:", fenced(render_summary(earlier.data))]
+    tail: list[str] = []
     if strategy == SummaryStrategy.EXTRACTIVE:
         recorded = [f"Commitment: {c}" for c in facts.commitments] + [f"Goal: {g}" for g in facts.goals]
         recorded += [f"Blocked move: {m}" for m in facts.blocked_moves]
-        system += ["", "Recorded facts:", fenced("\n".join(recorded) or "(none)")]
+        tail = ["", "Recorded facts:", fenced("\n".join(recorded) or "(none)")]
     user = render_prompt(prompt_body, {"strategy": STRATEGY_TEXT[SummaryStrategy(strategy)]})
+    lines = [f"{ROLE_LABELS.get(Role(m.role), m.role)}: {m.text[:TRANSCRIPT_MESSAGE_CHARS]}" for m in transcript]
+    fixed, *costs = counter.count_many(["\n".join([*head, *tail, user]), *lines])
+    used = fixed + 2 * tokens.MESSAGE_OVERHEAD_TOKENS + 16  # the transcript heading and fences
+    kept = 0
+    for cost in reversed(costs):  # newest first
+        if used + cost + 1 > budget:
+            break
+        used += cost + 1
+        kept += 1
+    shown = lines[len(lines) - kept :]
+    omitted = [f"({len(lines) - kept} earlier messages left out for length)"] if kept < len(lines) else []
+    system = [*head, "", "Transcript (oldest first):", fenced("\n".join([*omitted, *shown])), *tail]
     return [{"role": "system", "content": "\n".join(system)}, {"role": "user", "content": user}]
 
 
@@ -294,7 +312,17 @@ def _attempt(
             .order_by("-covers_until_seq")
             .first()
         )
-    messages = summarizer_messages(session, _transcript(session, until_seq), facts, strategy, prompt.body, earlier)
+    spec = EndpointSpec.from_endpoint(config.endpoint)
+    messages = summarizer_messages(
+        session,
+        _transcript(session, until_seq),
+        facts,
+        strategy,
+        prompt.body,
+        earlier,
+        budget=config.context_budget,
+        counter=tokens.counter_for(spec),
+    )
     last_turn = Turn.objects.filter(session=session).order_by("-started_at").values_list("pk", flat=True).first()
     answer = pipeline.complete_structured(
         agent=Agent.SUMMARIZER,

@@ -246,3 +246,37 @@ def test_a_long_session_is_compacted_inside_under_the_same_check(
     assert covered
     assert all(f"[message {m.id} " not in later.text for m in covered)
     assert later.dropped["history_summary_until_seq"] == until
+
+
+def test_the_summarizer_prompt_stays_within_its_budget(
+    simulated: SimulatorServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agents import tokens
+    from agents.llm.client import EndpointSpec
+    from agents.models import AgentConfig
+
+    user = make_coachee()
+    session = ended_session_with_a_commitment(user)
+    for i in range(120):
+        Message.objects.create(
+            session=session, seq=services.next_seq(session.pk), role=Role.USER, text=f"LONG-{i} " + "went " * 190
+        )
+    sent: list[list[dict[str, str]]] = []
+    original = pipeline.complete_structured
+
+    def spy(**kwargs: Any) -> Any:
+        sent.append(kwargs["messages"])
+        return original(**kwargs)
+
+    monkeypatch.setattr(pipeline, "complete_structured", spy)
+    keep = summary(commitments=[{"text": COMMITMENT, "due": None}], goals=[GOAL])
+    simulated.configure(agents={"summarizer": {"script": [keep]}})
+    assert compaction.summary_write(session_id=session.pk).status == SummaryStatus.VERIFIED  # type: ignore[union-attr]
+
+    config = AgentConfig.objects.select_related("endpoint").get(agent=Agent.SUMMARIZER)
+    counter = tokens.counter_for(EndpointSpec.from_endpoint(config.endpoint))
+    assert counter.messages(sent[0]) <= config.context_budget
+    assert "earlier messages left out for length" in sent[0][0]["content"]
+    assert "LONG-119 " in sent[0][0]["content"]  # the newest part is what is kept
+    assert "LONG-0 " not in sent[0][0]["content"]
+    assert simulated.calls("summarizer")[0]["prompt_tokens"] <= config.context_budget
