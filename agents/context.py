@@ -71,9 +71,10 @@ PINNED_GOALS = 5
 PINNED_COMMITMENTS = 6
 PINNED_BLOCKED_MOVES = 8
 # Part of the smallest turn agent's budget given to the shared prefix; the rest is for the
-# agent's own instructions and the data they carry (catalog, brief, findings). Synth's own
-# part is the largest (~560 tokens with the default prompts): 19% of a 3000-token budget
-# leaves it room, and keeps the shared prefix at >= 80% of every call (prefix-cache hits).
+# agent's own instructions and the data they carry (catalog, brief, findings). The largest own
+# parts with the default prompts are Stability's and Plasticity's (~500 tokens: the move
+# catalog): 19% of a 3000-token budget leaves them room, and keeps the shared prefix >= 80%
+# of every call (what the prefix cache can reuse).
 SHARED_BUDGET_SHARE = 0.81
 # The agents of a turn that share the prefix (Coach streams with its own short context).
 TURN_AGENTS = (Agent.SHADOW, Agent.PERSONA, Agent.PLASTICITY, Agent.STABILITY, Agent.SYNTH, Agent.CRITIC)

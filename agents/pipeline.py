@@ -601,10 +601,34 @@ def arbitration_for(turn: Turn, catalog: dict[str, MoveInfo]) -> Arbitration:
 
 
 def specialists_text(turn: Turn) -> str:
+    """Shadow's and Persona's findings for Synth, as short lines rather than their JSON: Synth's
+    own part is the largest of the turn, and it must leave the shared prefix >= 80% of its
+    prompt within the budget (context.py). Evidence ids are left out; Synth does not cite."""
+    shadow = succeeded_as(turn, Agent.SHADOW, ShadowOutput)
+    persona = succeeded_as(turn, Agent.PERSONA, PersonaOutput)
     parts = []
-    for agent in (Agent.SHADOW, Agent.PERSONA):
-        output = succeeded_output(turn, agent)
-        parts.append(f"{agent}: " + (output.model_dump_json() if output else "(missing)"))
+    if shadow is not None:
+        prediction = shadow.follow_through
+        parts += [
+            "shadow: stated goals: " + ("; ".join(g.text for g in shadow.stated_goals) or "none"),
+            "shadow: revealed priorities: " + ("; ".join(p.text for p in shadow.revealed_priorities) or "none"),
+            f"shadow: follow-through on '{prediction.commitment}': {prediction.probability_pct}% within "
+            f"{prediction.horizon_days} days ({prediction.rationale})",
+            f"shadow: pattern {shadow.pattern_class} ({shadow.pattern_confidence_pct}%)",
+        ]
+    else:
+        parts.append("shadow: (missing)")
+    if persona is not None:
+        ocean = ", ".join(f"{name} {t.score}±{t.uncertainty}" for name, t in persona.ocean)
+        parts += [
+            f"persona: OCEAN {ocean}",
+            "persona: recurring goals: " + ("; ".join(persona.recurring_goals) or "none"),
+            "persona: follow-through: "
+            + ("; ".join(f"{f.goal} {f.percent}%" for f in persona.follow_through) or "none"),
+            "persona: growth edges: " + ("; ".join(persona.growth_edges) or "none"),
+        ]
+    else:
+        parts.append("persona: (missing)")
     return "\n".join(["<<<data", fence("\n".join(parts)), "data>>>"])
 
 
