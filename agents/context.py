@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, timedelta
 from typing import Any
 
 from django.db.models import F, Window
@@ -70,6 +70,9 @@ PROTECTED_HISTORY = 6
 PINNED_GOALS = 5
 PINNED_COMMITMENTS = 6
 PINNED_BLOCKED_MOVES = 8
+# An open commitment stays pinned this long past its due date (a coachee reporting late is
+# common); after that it is no longer "in force", though Shadow may still resolve it.
+OVERDUE_GRACE_DAYS = 14
 # Part of the smallest turn agent's budget given to the shared prefix; the rest is for the
 # agent's own instructions and the data they carry (catalog, brief, findings). The largest own
 # parts with the default prompts are Stability's and Plasticity's (~500 tokens: the move
@@ -221,7 +224,12 @@ def load_sources(turn: Turn) -> Sources:
     latest_verified = next((summaries[s.pk] for s in sessions if s.pk in summaries), None)
 
     open_predictions = list(
-        Prediction.objects.filter(coachee_id=coachee_id, status=PredictionStatus.OPEN, made_at__lt=turn.started_at)
+        Prediction.objects.filter(
+            coachee_id=coachee_id,
+            status=PredictionStatus.OPEN,
+            made_at__lt=turn.started_at,
+            due_at__gte=turn.started_at - timedelta(days=OVERDUE_GRACE_DAYS),
+        )
         .order_by("-made_at")
         .only("id", "commitment", "due_at", "probability", "turn_id")[:PINNED_COMMITMENTS]
     )

@@ -199,3 +199,11 @@ def test_the_idle_compaction_runs_on_the_beat_schedule(settings: Any) -> None:
     assert "coaching.sessions_compact_idle" in scheduled
     celery_app.loader.import_default_modules()
     assert scheduled <= set(celery_app.tasks)
+
+
+def test_a_long_overdue_commitment_is_no_longer_pinned() -> None:
+    user = make_coachee()
+    turn = with_prediction(user)
+    long_ago = timezone.now() - timedelta(days=40)
+    Prediction.objects.filter(turn=turn).update(made_at=long_ago, due_at=long_ago + timedelta(days=6))
+    assert "Call my sister" not in pinned_block(build_shared_context(current_turn(user), budget=BIG_BUDGET).text)
