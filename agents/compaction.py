@@ -120,6 +120,32 @@ STOPWORDS = frozenset(
         "going",
         "want",
         "wants",
+        "soon",
+        "out",
+        "up",
+        "just",
+        "try",
+        "every",
+        "some",
+        "day",
+        "days",
+        "week",
+        "weeks",
+        "time",
+        "really",
+        "also",
+        "then",
+        "when",
+        "after",
+        "before",
+        "again",
+        "next",
+        "still",
+        "can",
+        "should",
+        "need",
+        "make",
+        "about",
     ]
 )
 
@@ -147,8 +173,32 @@ def _norm(text: str) -> str:
     return " ".join(re.findall(r"\w+", text.lower()))
 
 
+# A coachee sentence that commits to something; the check asks about each one found.
+COMMITMENT_PHRASE = re.compile(
+    r"\b(?:i will|i'll|i am going to|i'm going to|i plan to|i promise to|i commit to)\b\s+(?P<what>[^.!?\n]{4,160})",
+    re.IGNORECASE,
+)
+# At most this many commitments and goals are asked about (the newest, near-duplicates merged):
+# the summary schema holds 8 commitments and 6 goals, so more could never all be answered.
+CHECKED_COMMITMENTS = 6
+CHECKED_GOALS = 5
+
+
+def _distinct_newest(texts: list[str], limit: int) -> list[str]:
+    """The newest `limit` texts (input oldest first), dropping ones another kept text already covers."""
+    kept: list[str] = []
+    for text in reversed(texts):
+        if not any(_recalled(text, [other]) for other in kept):
+            kept.append(text)
+        if len(kept) == limit:
+            break
+    return list(reversed(kept))
+
+
 def session_facts(session: CoachingSession, *, until_seq: int) -> Facts:
-    """What the pipeline recorded in the session up to `until_seq` (3 queries)."""
+    """The facts of the session up to `until_seq` that a summary must keep (4 queries): what
+    Shadow recorded (commitments, stated goals), what the coachee said they will do (found in
+    their own words), and the blocked moves of the last Stability run."""
     runs = list(
         AgentRun.objects.filter(
             turn__session=session,
@@ -160,26 +210,35 @@ def session_facts(session: CoachingSession, *, until_seq: int) -> Facts:
         .order_by("-turn__started_at")
         .only("agent", "parsed_output")[: FACT_TURNS * 2]
     )
+    said = list(
+        Message.objects.filter(session=session, seq__lte=until_seq, role=Role.USER)
+        .order_by("-seq")
+        .values_list("text", flat=True)[:TRANSCRIPT_LIMIT]
+    )
     board = BlackboardVersion.objects.filter(coachee_id=session.coachee_id).order_by("-version").first()
-    hidden = {
-        _norm(item.get("text") or item.get("commitment") or "")
+    # What the coachee hid on their memory page is not asked about, however it was phrased.
+    hidden = [
+        str(item.get("text") or item.get("commitment") or "")
         for kind in ("stated_goals", "predictions")
         for item in (board.data if board else {}).get(kind, [])
         if item.get("hidden")
-    }
-    facts = Facts()
+    ]
+    # Their own words first, Shadow's after: of two near-duplicates, Shadow's phrasing is kept.
+    commitments = [m.group("what").strip() for text in reversed(said) for m in COMMITMENT_PHRASE.finditer(text)]
+    goals: list[str] = []
     for run in reversed(runs):  # oldest first
         output = run.parsed_output or {}
         if run.agent == Agent.SHADOW:
             commitment = output.get("follow_through", {}).get("commitment")
-            if commitment and _norm(commitment) not in hidden:
-                facts.commitments.append(commitment)
-            facts.goals += [g["text"] for g in output.get("stated_goals", []) if _norm(g["text"]) not in hidden]
+            commitments += [commitment] if commitment else []
+            goals += [g["text"] for g in output.get("stated_goals", [])]
+    facts = Facts(
+        commitments=_distinct_newest([c for c in commitments if not _recalled(c, hidden)], CHECKED_COMMITMENTS),
+        goals=_distinct_newest([g for g in goals if not _recalled(g, hidden)], CHECKED_GOALS),
+    )
     stability = next((r for r in runs if r.agent == Agent.STABILITY), None)
     if stability is not None:
         facts.blocked_moves = list((stability.parsed_output or {}).get("blocked_moves", []))
-    facts.commitments = list(dict.fromkeys(facts.commitments))
-    facts.goals = list(dict.fromkeys(facts.goals))
     return facts
 
 

@@ -26,7 +26,7 @@ from agents.models import (
     SummaryStatus,
     Turn,
 )
-from agents.schemas import ShadowOutput
+from agents.schemas import ShadowOutput, SummaryOutput
 from tests.conftest import make_coachee, point_agents_at
 
 pytestmark = pytest.mark.usefixtures("seeded")
@@ -280,3 +280,30 @@ def test_the_summarizer_prompt_stays_within_its_budget(
     assert "LONG-119 " in sent[0][0]["content"]  # the newest part is what is kept
     assert "LONG-0 " not in sent[0][0]["content"]
     assert simulated.calls("summarizer")[0]["prompt_tokens"] <= config.context_budget
+
+
+def test_commitments_in_the_coachees_own_words_are_asked_about_too(simulated: SimulatorServer) -> None:
+    # No Shadow run recorded anything (it failed): the transcript alone still raises the question.
+    user = make_coachee()
+    session = services.session_start(user_id=user.pk)
+    Message.objects.create(
+        session=session, seq=1, role=Role.USER, text="Ok. I'll book the dentist appointment by Friday. Promise."
+    )
+    Message.objects.create(session=session, seq=2, role=Role.COACH, text="I will remind you, I'll note it.")
+    facts = compaction.session_facts(session, until_seq=2)
+    assert facts.commitments == ["book the dentist appointment by Friday"]  # the coach's words are not asked
+
+    forgot = summary(commitments=[], goals=[], overview="They talked about teeth.")
+    kept = summary(commitments=[{"text": "Book the dentist appointment", "due": None}], goals=[])
+    assert not compaction.summary_check(facts, SummaryOutput.model_validate(forgot))["passed"]
+    assert compaction.summary_check(facts, SummaryOutput.model_validate(kept))["passed"]
+
+
+def test_repeated_commitments_are_asked_about_once_and_the_number_asked_is_capped() -> None:
+    topics = ["dentist", "groceries", "taxes", "garden", "letters", "bicycle", "laundry", "library"]
+    said = [f"Run on Monday morning (turn {i})" for i in range(5)] + [f"Sort out the {t} soon" for t in topics]
+    distinct = compaction._distinct_newest(said, compaction.CHECKED_COMMITMENTS)
+    assert len(distinct) == compaction.CHECKED_COMMITMENTS
+    assert distinct[-1] == "Sort out the library soon"  # the newest are kept
+    assert not any("Monday" in d for d in distinct)
+    assert sum("Run on Monday" in d for d in compaction._distinct_newest(said[:5], 6)) == 1
