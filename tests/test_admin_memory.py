@@ -96,3 +96,17 @@ def test_operators_see_brier_scores_per_prompt_version_and_model() -> None:
     assert 'id="brier-table"' in html
     assert "model-under-test" in html
     assert "0.64" in html
+
+
+def test_operators_can_open_and_draft_the_summarizer_prompt() -> None:
+    from agents.models import PromptVersion
+
+    client = logged_in(make_operator("op_eve"))
+    version = PromptVersion.objects.get(agent="summarizer", status="active")
+    for name, args in [
+        ("promptversion_change", [version.pk]),
+        ("promptversion_replay", [version.pk]),
+        ("promptversion_new", ["summarizer"]),
+    ]:
+        response = client.get(reverse(f"admin:agents_{name}", args=args))
+        assert response.status_code == 200, name
