@@ -38,8 +38,10 @@ logger = logging.getLogger(__name__)
 CHARS_PER_TOKEN_ESTIMATE = 3
 # Chat templates add role markers around each message; a generous per-message allowance.
 MESSAGE_OVERHEAD_TOKENS = 8
-# Tokenizing is cheap on the server; a slow answer means it is busy, so estimate instead.
-TOKENIZE_TIMEOUT_S = 2.0
+# Tokenizing is cheap on the server; a slow answer means it is busy (a single-slot llama.cpp
+# server may serialise tokenize behind a generation), so estimate instead. Coach's first token
+# waits on this at most once per TOKENIZE_RETRY_AFTER_S: the endpoint is then marked down.
+TOKENIZE_TIMEOUT_S = 1.0
 # An endpoint whose tokenize route failed is not asked again for this long.
 TOKENIZE_RETRY_AFTER_S = 300
 CACHE_TTL_S = 7 * 24 * 3600
