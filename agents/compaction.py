@@ -74,80 +74,13 @@ FACT_TURNS = 100
 # A commitment or goal counts as answered when a summary entry holds this share of its words.
 MATCH_RECALL = 0.6
 # Words too common to show that a fact was kept.
-STOPWORDS = frozenset(
-    [
-        "the",
-        "a",
-        "an",
-        "and",
-        "or",
-        "to",
-        "of",
-        "in",
-        "on",
-        "at",
-        "for",
-        "with",
-        "by",
-        "from",
-        "i",
-        "my",
-        "me",
-        "we",
-        "our",
-        "you",
-        "your",
-        "it",
-        "is",
-        "be",
-        "will",
-        "would",
-        "this",
-        "that",
-        "these",
-        "those",
-        "more",
-        "less",
-        "do",
-        "did",
-        "does",
-        "have",
-        "has",
-        "had",
-        "get",
-        "got",
-        "go",
-        "going",
-        "want",
-        "wants",
-        "soon",
-        "out",
-        "up",
-        "just",
-        "try",
-        "every",
-        "some",
-        "day",
-        "days",
-        "week",
-        "weeks",
-        "time",
-        "really",
-        "also",
-        "then",
-        "when",
-        "after",
-        "before",
-        "again",
-        "next",
-        "still",
-        "can",
-        "should",
-        "need",
-        "make",
-        "about",
-    ]
+_STOPWORD_TEXT = (
+    "the a an and or to of in on at for with by from i my me we our you your it is be will would "
+    "this that these those more less do did does have has had get got go going want wants soon out "
+    "up just try every some day days week weeks time really also then when after before again next "
+    "still can should need make about"
 )
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 SUMMARY_BRIEFING = f"""\
 You write the structured summary of a coaching session, which later sessions will read
