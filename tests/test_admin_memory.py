@@ -103,10 +103,11 @@ def test_operators_can_open_and_draft_the_summarizer_prompt() -> None:
 
     client = logged_in(make_operator("op_eve"))
     version = PromptVersion.objects.get(agent="summarizer", status="active")
-    for name, args in [
+    pages: list[tuple[str, list[Any]]] = [
         ("promptversion_change", [version.pk]),
         ("promptversion_replay", [version.pk]),
         ("promptversion_new", ["summarizer"]),
-    ]:
+    ]
+    for name, args in pages:
         response = client.get(reverse(f"admin:agents_{name}", args=args))
         assert response.status_code == 200, name
