@@ -445,11 +445,18 @@ def idle_sessions_end(*, idle_minutes: int, limit: int = 100) -> list[int]:
     return [pk for pk in ids if services.session_end_idle(session_id=pk, cutoff=cutoff)]
 
 
-def unsummarised_sessions_queue(*, older_than_minutes: int = 10, limit: int = 50) -> list[int]:
-    """Ended sessions that still have no summary attempt (a lost task): queue them again."""
-    cutoff = timezone.now() - timedelta(minutes=older_than_minutes)
+def unsummarised_sessions_queue(*, older_than_minutes: int = 10, within_days: int = 7, limit: int = 50) -> list[int]:
+    """Ended sessions that still have no summary attempt (a lost task): queue them again.
+
+    Only sessions ended in the last `within_days`: a recovery for lost tasks, not a backfill
+    of every session that ended before summaries existed (that is a one-off job)."""
+    now = timezone.now()
     ids = list(
-        CoachingSession.objects.filter(status=SessionStatus.ENDED, ended_at__lt=cutoff)
+        CoachingSession.objects.filter(
+            status=SessionStatus.ENDED,
+            ended_at__lt=now - timedelta(minutes=older_than_minutes),
+            ended_at__gte=now - timedelta(days=within_days),
+        )
         .filter(Exists(Message.objects.filter(session=OuterRef("pk")).exclude(text="")))
         .exclude(Exists(SessionSummary.objects.filter(session=OuterRef("pk"), scope=SummaryScope.SESSION)))
         .values_list("pk", flat=True)[:limit]

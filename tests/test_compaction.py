@@ -307,3 +307,24 @@ def test_repeated_commitments_are_asked_about_once_and_the_number_asked_is_cappe
     assert distinct[-1] == "Sort out the library soon"  # the newest are kept
     assert not any("Monday" in d for d in distinct)
     assert sum("Run on Monday" in d for d in compaction._distinct_newest(said[:5], 6)) == 1
+
+
+def test_recently_ended_sessions_without_a_summary_are_queued_again(
+    monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
+) -> None:
+    queued: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(tasks.summary_write_task, "delay", lambda *args: queued.append(args))
+    user = make_coachee()
+    lost, old, done, empty = (services.session_start(user_id=user.pk) for _ in range(4))
+    for session in (lost, old, done):
+        Message.objects.create(session=session, seq=1, role=Role.USER, text="hello")
+    for session, days in ((lost, 1), (old, 30), (done, 1), (empty, 1)):
+        CoachingSession.objects.filter(pk=session.pk).update(
+            status=SessionStatus.ENDED, ended_at=timezone.now() - timedelta(days=days)
+        )
+    SessionSummary.objects.create(
+        session=done, covers_until_seq=1, strategy="abstractive", status=SummaryStatus.FLAGGED
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        assert compaction.unsummarised_sessions_queue() == [lost.pk]
+    assert queued == [(lost.pk, SummaryScope.SESSION, None)]
