@@ -32,6 +32,7 @@ from django.utils import timezone
 from agents import tokens
 from agents.context import FENCE_CLOSE, FENCE_OPEN, ROLE_LABELS, fenced, render_summary
 from agents.llm.client import EndpointSpec
+from agents.llm.errors import LLMPermanentError
 from agents.models import (
     Agent,
     AgentConfig,
@@ -316,14 +317,18 @@ def _attempt(
         counter=tokens.counter_for(spec),
     )
     last_turn = Turn.objects.filter(session=session).order_by("-started_at").values_list("pk", flat=True).first()
-    answer = pipeline.complete_structured(
-        agent=Agent.SUMMARIZER,
-        config=config,
-        messages=messages,
-        enums={"moves": list(CoachingMove.objects.values_list("key", flat=True))},
-        deadline=time.time() + settings.COACHING_SUMMARY_TIMEOUT_S,
-        turn_id=last_turn or 0,
-    )
+    if config.enabled:
+        answer = pipeline.complete_structured(
+            agent=Agent.SUMMARIZER,
+            config=config,
+            messages=messages,
+            enums={"moves": list(CoachingMove.objects.values_list("key", flat=True))},
+            deadline=time.time() + settings.COACHING_SUMMARY_TIMEOUT_S,
+            turn_id=last_turn or 0,
+        )
+    else:
+        # Switched off by an operator: the session keeps its transcript excerpt, and coaches see why.
+        answer = pipeline.StructuredAnswer(None, "", [], 0, 0, 0, LLMPermanentError("the summarizer is disabled"))
     summary = SessionSummary(
         session=session,
         scope=scope,

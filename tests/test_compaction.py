@@ -328,3 +328,15 @@ def test_recently_ended_sessions_without_a_summary_are_queued_again(
     with django_capture_on_commit_callbacks(execute=True):
         assert compaction.unsummarised_sessions_queue() == [lost.pk]
     assert queued == [(lost.pk, SummaryScope.SESSION, None)]
+
+
+def test_a_disabled_summarizer_flags_the_session_instead_of_calling_the_model(simulated: SimulatorServer) -> None:
+    from agents.models import AgentConfig
+
+    AgentConfig.objects.filter(agent=Agent.SUMMARIZER).update(enabled=False)
+    session = ended_session_with_a_commitment(make_coachee())
+    result = compaction.summary_write(session_id=session.pk)
+    assert result is not None
+    assert result.status == SummaryStatus.FLAGGED
+    assert "disabled" in result.error
+    assert simulated.calls("summarizer") == []
