@@ -79,8 +79,16 @@ OVERDUE_GRACE_DAYS = 14
 # catalog): 19% of a 3000-token budget leaves them room, and keeps the shared prefix >= 80%
 # of every call (what the prefix cache can reuse).
 SHARED_BUDGET_SHARE = 0.81
-# The agents of a turn that share the prefix (Coach streams with its own short context).
-TURN_AGENTS = (Agent.SHADOW, Agent.PERSONA, Agent.PLASTICITY, Agent.STABILITY, Agent.SYNTH, Agent.CRITIC)
+# The agents of a turn that share the prefix (Coach too: it builds it when it runs first).
+TURN_AGENTS = (
+    Agent.COACH,
+    Agent.SHADOW,
+    Agent.PERSONA,
+    Agent.PLASTICITY,
+    Agent.STABILITY,
+    Agent.SYNTH,
+    Agent.CRITIC,
+)
 HEADINGS_TOKENS = 32
 ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 FENCE_OPEN = "<<<data"

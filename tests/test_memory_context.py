@@ -207,3 +207,14 @@ def test_a_long_overdue_commitment_is_no_longer_pinned() -> None:
     long_ago = timezone.now() - timedelta(days=40)
     Prediction.objects.filter(turn=turn).update(made_at=long_ago, due_at=long_ago + timedelta(days=6))
     assert "Call my sister" not in pinned_block(build_shared_context(current_turn(user), budget=BIG_BUDGET).text)
+
+
+def test_the_shared_budget_follows_the_smallest_enabled_turn_agent() -> None:
+    from agents.context import SHARED_BUDGET_SHARE, shared_budget
+    from agents.models import AgentConfig
+
+    AgentConfig.objects.filter(agent="coach").update(context_budget=2000)
+    AgentConfig.objects.filter(agent="summarizer").update(context_budget=500)  # not a turn agent
+    assert shared_budget(list(AgentConfig.objects.all())) == int(2000 * SHARED_BUDGET_SHARE)
+    AgentConfig.objects.filter(agent="coach").update(enabled=False)
+    assert shared_budget(list(AgentConfig.objects.all())) == int(3000 * SHARED_BUDGET_SHARE)
