@@ -116,26 +116,33 @@ def _down_key(spec: EndpointSpec) -> str:
     return f"coaching:tokens:down:{spec.kind}:{spec.base_url}"
 
 
+# Which of a kind's routes answered, per server, so a llama.cpp server is not probed with
+# llama-cpp-python's route (a 404) before every count.
+_working_route: dict[tuple[str, str], str] = {}
+
+
 def _server_count(spec: EndpointSpec, text: str) -> int | None:
-    if not settings.COACHING_LLM_ALLOW_REQUESTS or cache.get(_down_key(spec)):
+    routes = _routes(spec, text)
+    if not routes or not settings.COACHING_LLM_ALLOW_REQUESTS or cache.get(_down_key(spec)):
         return None
-    for url, body in _routes(spec, text):
+    known = _working_route.get((spec.kind, spec.base_url))
+    routes.sort(key=lambda route: route[0] != known)
+    for url, body in routes:
         try:
             response = httpx.post(url, json=body, timeout=TOKENIZE_TIMEOUT_S)
-        except httpx.HTTPError:
+            if response.status_code == 404:
+                continue  # the other server's route
+            data = response.json() if response.status_code == 200 else {}
+        except (httpx.HTTPError, ValueError):
             break
-        if response.status_code == 404:
-            continue  # the other server's route
-        if response.status_code != 200:
-            break
-        data = response.json()
-        if isinstance(data.get("count"), int):
-            return int(data["count"])
-        if isinstance(data.get("tokens"), list):
-            return len(data["tokens"])
-    if _routes(spec, text):
-        logger.info("no tokenize route answered on %s; estimating token counts", spec.name)
-        cache.set(_down_key(spec), 1, timeout=TOKENIZE_RETRY_AFTER_S)
+        count = data.get("count") if isinstance(data, dict) else None
+        tokens = data.get("tokens") if isinstance(data, dict) else None
+        if isinstance(count, int) or isinstance(tokens, list):
+            _working_route[(spec.kind, spec.base_url)] = url
+            return int(count) if isinstance(count, int) else len(tokens or [])
+        break
+    logger.info("no tokenize route answered on %s; estimating token counts", spec.name)
+    cache.set(_down_key(spec), 1, timeout=TOKENIZE_RETRY_AFTER_S)
     return None
 
 
@@ -178,6 +185,7 @@ def counter_for(spec: EndpointSpec | None) -> Counter:
 
 
 def clear_local_cache() -> None:
-    """For tests: forget the in-process counts (the Django cache is flushed separately)."""
+    """For tests: forget the in-process counts and routes (the Django cache is flushed separately)."""
     with _lru.lock:
         _lru.items.clear()
+    _working_route.clear()

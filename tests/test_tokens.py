@@ -72,3 +72,20 @@ def test_a_server_that_is_down_falls_back_to_the_estimate_and_is_not_asked_again
 def test_unit_tests_never_reach_a_server(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(httpx, "post", lambda *a, **kw: pytest.fail("a model server was called"))
     assert tokens.count_many(spec("http://127.0.0.1:9/v1", "vllm"), [PROSE]) == [tokens.estimate_tokens(PROSE)]
+
+
+def test_llama_cpp_servers_own_route_is_remembered(settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # llama.cpp's server has no llama-cpp-python route: probed once, then asked directly.
+    settings.COACHING_LLM_ALLOW_REQUESTS = True
+    posts: list[str] = []
+
+    def server(url: str, **kw: Any) -> httpx.Response:
+        posts.append(url.rsplit("/", 2)[-2] + "/" + url.rsplit("/", 1)[-1])
+        if url.endswith("/tokenize"):
+            return httpx.Response(200, json={"tokens": [1, 2, 3]})
+        return httpx.Response(404, json={})
+
+    monkeypatch.setattr(httpx, "post", server)
+    endpoint = spec("http://llama:8080/v1", "llamacpp")
+    assert tokens.count_many(endpoint, ["one", "two"]) == [3, 3]
+    assert posts == ["tokenize/count", "llama:8080/tokenize", "llama:8080/tokenize"]
