@@ -17,8 +17,10 @@ class Agent(models.TextChoices):
     STABILITY = "stability", "Stability"
     SYNTH = "synth", "Synth"
     CRITIC = "critic", "Critic"
-    # Not part of a turn: writes the checked session summaries (compaction.py).
+    # Not part of a turn: writes the checked session summaries, and judges the questions the
+    # word check could not answer (compaction.py).
     SUMMARIZER = "summarizer", "Summarizer"
+    SUMMARY_CHECK = "summary_check", "Summary check"
 
 
 # The three specialists that run in parallel after Shadow.

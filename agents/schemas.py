@@ -242,6 +242,26 @@ class SummaryOutput(AgentOutput):
     overview: Annotated[str, Field(min_length=1, max_length=400)] = Field(description="Two or three sentences.")
 
 
+QuestionRef = Annotated[
+    int,
+    Field(description="The number of a question.", json_schema_extra={"x-enum-source": "question_ids"}),
+    _in_context("question_ids"),
+]
+
+
+class CheckAnswer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    question: QuestionRef
+    answered: bool = Field(description="True only if the summary itself states the answer.")
+    quote: Annotated[str, Field(max_length=300)] = Field(
+        description="The exact words of the summary that answer it, copied character for character; empty if none."
+    )
+
+
+class SummaryCheckOutput(AgentOutput):
+    answers: list[CheckAnswer] = Field(max_length=12, description="One answer per question.")
+
+
 OUTPUT_SCHEMAS: dict[str, type[AgentOutput]] = {
     "shadow": ShadowOutput,
     "persona": PersonaOutput,
@@ -250,6 +270,7 @@ OUTPUT_SCHEMAS: dict[str, type[AgentOutput]] = {
     "synth": SynthOutput,
     "critic": CriticOutput,
     "summarizer": SummaryOutput,
+    "summary_check": SummaryCheckOutput,
 }
 
 

@@ -340,3 +340,42 @@ def test_a_disabled_summarizer_flags_the_session_instead_of_calling_the_model(si
     assert result.status == SummaryStatus.FLAGGED
     assert "disabled" in result.error
     assert simulated.calls("summarizer") == []
+
+
+PARAPHRASE = "A short stroll once the midday meal is over, Monday to Friday"
+
+
+def test_a_paraphrase_passes_when_the_checker_quotes_the_summary(simulated: SimulatorServer) -> None:
+    session = ended_session_with_a_commitment(make_coachee())
+    paraphrased = summary(commitments=[{"text": PARAPHRASE, "due": None}], goals=[GOAL])
+    simulated.configure(
+        agents={
+            "summarizer": {"script": [paraphrased]},
+            "summary_check": {"script": [{"answers": [{"question": 0, "answered": True, "quote": PARAPHRASE}]}]},
+        }
+    )
+    result = compaction.summary_write(session_id=session.pk)
+    assert result is not None
+    assert result.status == SummaryStatus.VERIFIED
+    assert result.attempt == 1
+    commitment = result.check_result["questions"][0]
+    assert (commitment["kind"], commitment["answered_by"]) == ("commitment", "quote")
+    assert result.check_result["questions"][1]["answered_by"] == "words"  # the goal matched by words
+    assert len(simulated.calls("summary_check")) == 1  # asked only about what words could not answer
+
+
+def test_a_checker_quote_that_is_not_in_the_summary_does_not_pass_it(simulated: SimulatorServer) -> None:
+    session = ended_session_with_a_commitment(make_coachee())
+    dropped = summary(commitments=[], goals=[GOAL])
+    made_up = {"answers": [{"question": 0, "answered": True, "quote": COMMITMENT}]}  # true, but not in it
+    simulated.configure(
+        agents={
+            "summarizer": {"script": [dropped, dropped]},
+            "summary_check": {"script": [made_up], "repeat_last": True},
+        }
+    )
+    result = compaction.summary_write(session_id=session.pk)
+    assert result is not None
+    assert result.status == SummaryStatus.FLAGGED
+    assert result.check_result["missing"] == [COMMITMENT]
+    assert result.check_result["questions"][0]["rejected_quote"] == COMMITMENT

@@ -29,7 +29,12 @@ from agents.schemas import (
 )
 
 MOVES = ["open_question", "tiny_next_step", "direct_challenge"]
-ENUMS: dict[str, list[Any]] = {"moves": MOVES, "message_ids": [11, 12, 15], "blocked_moves": ["direct_challenge"]}
+ENUMS: dict[str, list[Any]] = {
+    "moves": MOVES,
+    "message_ids": [11, 12, 15],
+    "blocked_moves": ["direct_challenge"],
+    "question_ids": [0, 2],
+}
 
 # What a JSON Schema node may say, in the subset pydantic emits for these models.
 KNOWN_KEYWORDS = {

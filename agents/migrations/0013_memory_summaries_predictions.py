@@ -5,9 +5,12 @@ from django.conf import settings
 from django.db import migrations, models
 
 
-# The summarizer (compaction.py) gets a config on the embedded endpoint and its default prompt.
-# Idempotent and never overwrites, like 0002: an existing config or prompt is left alone.
-SUMMARIZER_DEFAULTS = {"temperature": 0.1, "max_tokens": 700, "context_budget": 6000}
+# The summarizer and its checker (compaction.py) get a config on Shadow's endpoint (else the
+# embedded default) and their default prompts. Idempotent and never overwrites, like 0002.
+NEW_AGENTS = {
+    "summarizer": {"temperature": 0.1, "max_tokens": 700, "context_budget": 6000},
+    "summary_check": {"temperature": 0.0, "max_tokens": 600, "context_budget": 3000},
+}
 
 
 def seed(apps, schema_editor):
@@ -18,23 +21,22 @@ def seed(apps, schema_editor):
     AgentConfig = apps.get_model("agents", "AgentConfig")
     PromptVersion = apps.get_model("agents", "PromptVersion")
 
-    if not AgentConfig.objects.filter(agent="summarizer").exists():
-        # The endpoint Shadow uses (operators may have moved it), else the embedded default.
-        shadow = AgentConfig.objects.filter(agent="shadow").first()
-        endpoint = shadow.endpoint if shadow else ModelEndpoint.objects.filter(name="embedded").first()
-        if endpoint is not None:
-            AgentConfig.objects.create(agent="summarizer", endpoint=endpoint, **SUMMARIZER_DEFAULTS)
-    if not PromptVersion.objects.filter(agent="summarizer").exists():
-        path = Path(__file__).resolve().parent.parent / "prompts" / "defaults" / "summarizer.md"
-        body = path.read_text(encoding="utf-8")
-        PromptVersion.objects.create(
-            agent="summarizer",
-            version=1,
-            body=body,
-            status="active",
-            source="agents/prompts/defaults/summarizer.md",
-            source_sha256=hashlib.sha256(body.encode()).hexdigest(),
-        )
+    shadow = AgentConfig.objects.filter(agent="shadow").first()
+    endpoint = shadow.endpoint if shadow else ModelEndpoint.objects.filter(name="embedded").first()
+    defaults_dir = Path(__file__).resolve().parent.parent / "prompts" / "defaults"
+    for agent, defaults in NEW_AGENTS.items():
+        if endpoint is not None and not AgentConfig.objects.filter(agent=agent).exists():
+            AgentConfig.objects.create(agent=agent, endpoint=endpoint, **defaults)
+        if not PromptVersion.objects.filter(agent=agent).exists():
+            body = (defaults_dir / f"{agent}.md").read_text(encoding="utf-8")
+            PromptVersion.objects.create(
+                agent=agent,
+                version=1,
+                body=body,
+                status="active",
+                source=f"agents/prompts/defaults/{agent}.md",
+                source_sha256=hashlib.sha256(body.encode()).hexdigest(),
+            )
 
 
 class Migration(migrations.Migration):
@@ -68,32 +70,32 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='agentconfig',
             name='agent',
-            field=models.CharField(choices=[('coach', 'Coach'), ('shadow', 'Shadow'), ('persona', 'Persona'), ('plasticity', 'Plasticity'), ('stability', 'Stability'), ('synth', 'Synth'), ('critic', 'Critic'), ('summarizer', 'Summarizer')], max_length=16, unique=True),
+            field=models.CharField(choices=[('coach', 'Coach'), ('shadow', 'Shadow'), ('persona', 'Persona'), ('plasticity', 'Plasticity'), ('stability', 'Stability'), ('synth', 'Synth'), ('critic', 'Critic'), ('summarizer', 'Summarizer'), ('summary_check', 'Summary check')], max_length=16, unique=True),
         ),
         migrations.AlterField(
             model_name='agentrun',
             name='agent',
-            field=models.CharField(choices=[('coach', 'Coach'), ('shadow', 'Shadow'), ('persona', 'Persona'), ('plasticity', 'Plasticity'), ('stability', 'Stability'), ('synth', 'Synth'), ('critic', 'Critic'), ('summarizer', 'Summarizer')], max_length=16),
+            field=models.CharField(choices=[('coach', 'Coach'), ('shadow', 'Shadow'), ('persona', 'Persona'), ('plasticity', 'Plasticity'), ('stability', 'Stability'), ('synth', 'Synth'), ('critic', 'Critic'), ('summarizer', 'Summarizer'), ('summary_check', 'Summary check')], max_length=16),
         ),
         migrations.AlterField(
             model_name='blackboardversion',
             name='source_agent',
-            field=models.CharField(blank=True, choices=[('coach', 'Coach'), ('shadow', 'Shadow'), ('persona', 'Persona'), ('plasticity', 'Plasticity'), ('stability', 'Stability'), ('synth', 'Synth'), ('critic', 'Critic'), ('summarizer', 'Summarizer')], max_length=16),
+            field=models.CharField(blank=True, choices=[('coach', 'Coach'), ('shadow', 'Shadow'), ('persona', 'Persona'), ('plasticity', 'Plasticity'), ('stability', 'Stability'), ('synth', 'Synth'), ('critic', 'Critic'), ('summarizer', 'Summarizer'), ('summary_check', 'Summary check')], max_length=16),
         ),
         migrations.AlterField(
             model_name='conflict',
             name='left_agent',
-            field=models.CharField(choices=[('coach', 'Coach'), ('shadow', 'Shadow'), ('persona', 'Persona'), ('plasticity', 'Plasticity'), ('stability', 'Stability'), ('synth', 'Synth'), ('critic', 'Critic'), ('summarizer', 'Summarizer')], max_length=16),
+            field=models.CharField(choices=[('coach', 'Coach'), ('shadow', 'Shadow'), ('persona', 'Persona'), ('plasticity', 'Plasticity'), ('stability', 'Stability'), ('synth', 'Synth'), ('critic', 'Critic'), ('summarizer', 'Summarizer'), ('summary_check', 'Summary check')], max_length=16),
         ),
         migrations.AlterField(
             model_name='conflict',
             name='right_agent',
-            field=models.CharField(choices=[('coach', 'Coach'), ('shadow', 'Shadow'), ('persona', 'Persona'), ('plasticity', 'Plasticity'), ('stability', 'Stability'), ('synth', 'Synth'), ('critic', 'Critic'), ('summarizer', 'Summarizer')], max_length=16),
+            field=models.CharField(choices=[('coach', 'Coach'), ('shadow', 'Shadow'), ('persona', 'Persona'), ('plasticity', 'Plasticity'), ('stability', 'Stability'), ('synth', 'Synth'), ('critic', 'Critic'), ('summarizer', 'Summarizer'), ('summary_check', 'Summary check')], max_length=16),
         ),
         migrations.AlterField(
             model_name='promptversion',
             name='agent',
-            field=models.CharField(choices=[('coach', 'Coach'), ('shadow', 'Shadow'), ('persona', 'Persona'), ('plasticity', 'Plasticity'), ('stability', 'Stability'), ('synth', 'Synth'), ('critic', 'Critic'), ('summarizer', 'Summarizer')], max_length=16),
+            field=models.CharField(choices=[('coach', 'Coach'), ('shadow', 'Shadow'), ('persona', 'Persona'), ('plasticity', 'Plasticity'), ('stability', 'Stability'), ('synth', 'Synth'), ('critic', 'Critic'), ('summarizer', 'Summarizer'), ('summary_check', 'Summary check')], max_length=16),
         ),
         migrations.CreateModel(
             name='Prediction',

@@ -19,6 +19,7 @@ PLACEHOLDERS: dict[str, frozenset[str]] = {
     "synth": frozenset({"brief", "coach_reply", "specialists"}),
     "critic": frozenset({"blocked_moves", "reply"}),
     "summarizer": frozenset({"strategy"}),
+    "summary_check": frozenset({"questions"}),
 }
 
 
