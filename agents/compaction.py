@@ -9,7 +9,10 @@ The check. Questions are generated from the facts the turn pipeline recorded in 
 part of the session (each Shadow run's commitment and stated goals, the blocked moves of the
 last Stability run; items the coachee hid on their memory page are not asked about) and must
 be answerable from the summary: "what did the coachee commit to about X?" is answered when a
-commitment in the summary holds most of the words of X. A summary that fails is not used; the
+commitment in the summary holds most of the words of X, or (for paraphrases) when the
+summary_check agent quotes the part of the summary that answers it and the quote is found in
+it. Commitments in the coachee's own words ("I'll ...") are asked about too, so a failed Shadow
+run does not leave the check empty. A summary that fails is not used; the
 next strategy is tried (abstractive, then extractive: the recorded facts are handed to the
 model to copy verbatim). When every strategy fails, the last attempt is flagged for coaches,
 and the context builder keeps showing a transcript excerpt for that session instead.
