@@ -36,8 +36,14 @@ def _norm(text: str) -> str:
     return " ".join(text.lower().split())
 
 
+def _provenance(turn_id: int, agent: str, prompt_version: int | None) -> dict[str, Any]:
+    # Every entry says which turn, agent and prompt version wrote it, so a coach can trace
+    # (and the ledger can score) what each prompt version produced.
+    return {"source_turn": turn_id, "source_agent": agent, "prompt_version": prompt_version}
+
+
 def _accumulate(
-    items: list[dict[str, Any]], found: list[EvidencedItem], *, turn_id: int, at: str
+    items: list[dict[str, Any]], found: list[EvidencedItem], *, provenance: dict[str, Any], at: str
 ) -> list[dict[str, Any]]:
     by_key = {_norm(item["text"]): item for item in items}
     for entry in found:
@@ -55,7 +61,7 @@ def _accumulate(
                 "first_seen": at,
                 "last_seen": at,
                 "evidence": list(entry.evidence),
-                "source_turn": turn_id,
+                **provenance,
                 "hidden": False,
             }
             items.append(item)
@@ -63,12 +69,21 @@ def _accumulate(
     return items[-MAX_ITEMS:]
 
 
-def merge_shadow(data: dict[str, Any], shadow: ShadowOutput, *, turn_id: int, at: str) -> dict[str, Any]:
+def merge_shadow(
+    data: dict[str, Any],
+    shadow: ShadowOutput,
+    *,
+    turn_id: int,
+    at: str,
+    agent: str = "shadow",
+    prompt_version: int | None = None,
+) -> dict[str, Any]:
     """A new blackboard with Shadow's findings of one turn merged in (the input is untouched)."""
+    provenance = _provenance(turn_id, agent, prompt_version)
     merged = {key: [dict(item) for item in data.get(key, [])] for key in empty()}
-    merged["stated_goals"] = _accumulate(merged["stated_goals"], shadow.stated_goals, turn_id=turn_id, at=at)
+    merged["stated_goals"] = _accumulate(merged["stated_goals"], shadow.stated_goals, provenance=provenance, at=at)
     merged["revealed_priorities"] = _accumulate(
-        merged["revealed_priorities"], shadow.revealed_priorities, turn_id=turn_id, at=at
+        merged["revealed_priorities"], shadow.revealed_priorities, provenance=provenance, at=at
     )
     for prediction in merged["predictions"]:
         if prediction["status"] == "open":
@@ -78,7 +93,7 @@ def merge_shadow(data: dict[str, Any], shadow: ShadowOutput, *, turn_id: int, at
             **shadow.follow_through.model_dump(),
             "id": _new_id(),
             "made_at": at,
-            "source_turn": turn_id,
+            **provenance,
             "status": "open",
             "hidden": False,
         }
@@ -90,12 +105,41 @@ def merge_shadow(data: dict[str, Any], shadow: ShadowOutput, *, turn_id: int, at
             "pattern_class": shadow.pattern_class,
             "confidence_pct": shadow.pattern_confidence_pct,
             "at": at,
-            "source_turn": turn_id,
+            **provenance,
             "hidden": False,
         }
     )
     merged["patterns"] = merged["patterns"][-MAX_ITEMS:]
+    validate(merged)
     return merged
+
+
+# What each kind of entry must hold (field -> type); anything else is refused on write, so
+# a malformed or oversized entry can never reach a prompt.
+_REQUIRED: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "stated_goals": {"id": str, "text": str, "count": int, "first_seen": str, "last_seen": str, "evidence": list},
+    "revealed_priorities": {"id": str, "text": str, "count": int, "last_seen": str, "evidence": list},
+    "predictions": {"id": str, "commitment": str, "probability_pct": int, "horizon_days": int, "status": str},
+    "patterns": {"id": str, "pattern_class": str, "confidence_pct": int, "at": str},
+}
+
+
+def validate(data: dict[str, Any]) -> None:
+    """Raise ValueError unless `data` is a well-formed, bounded blackboard."""
+    unknown = set(data) - set(empty())
+    if unknown:
+        raise ValueError(f"unknown blackboard lists: {sorted(unknown)}")
+    for kind, fields in _REQUIRED.items():
+        items = data.get(kind, [])
+        if not isinstance(items, list) or len(items) > MAX_ITEMS:
+            raise ValueError(f"{kind}: not a list of at most {MAX_ITEMS} entries")
+        for item in items:
+            for name, kind_type in fields.items():
+                if not isinstance(item.get(name), kind_type):
+                    raise ValueError(f"{kind}: entry without a valid {name}")
+            for name in ("text", "commitment", "rationale", "original_text"):
+                if len(str(item.get(name, ""))) > MAX_TEXT:
+                    raise ValueError(f"{kind}: {name} longer than {MAX_TEXT} characters")
 
 
 def render(data: dict[str, Any] | None) -> str:
@@ -171,5 +215,6 @@ def edit_item(
                 item[field] = text.strip()[:MAX_TEXT]
             if hidden is not None:
                 item["hidden"] = hidden
+            validate(edited)
             return edited
     raise KeyError(item_id)

@@ -17,6 +17,10 @@ class Agent(models.TextChoices):
     STABILITY = "stability", "Stability"
     SYNTH = "synth", "Synth"
     CRITIC = "critic", "Critic"
+    # Not part of a turn: writes the checked session summaries, and judges the questions the
+    # word check could not answer (compaction.py).
+    SUMMARIZER = "summarizer", "Summarizer"
+    SUMMARY_CHECK = "summary_check", "Summary check"
 
 
 # The three specialists that run in parallel after Shadow.
@@ -220,6 +224,11 @@ class Turn(models.Model):
     )
     brief = models.JSONField(null=True, blank=True, help_text="The arbitrated brief Synth was given.")
     shared_prompt = models.TextField(blank=True, help_text="The prompt prefix every agent of the turn was shown.")
+    # The rest of the shared context, stored with the text so later steps load it instead of
+    # rebuilding it (context.py): its token count, the citable message ids, what was left out.
+    shared_tokens = models.PositiveIntegerField(null=True, blank=True)
+    shared_message_ids = models.JSONField(default=list, blank=True)
+    shared_dropped = models.JSONField(default=dict, blank=True)
     critic_result = models.JSONField(null=True, blank=True)
     started_at = models.DateTimeField(auto_now_add=True)
     deadline_at = models.DateTimeField()
@@ -252,6 +261,8 @@ class AgentRun(models.Model):
     attempts = models.PositiveSmallIntegerField(default=0)
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # Counted by the context builder before the call (the server's count is prompt_tokens).
+    context_tokens = models.PositiveIntegerField(null=True, blank=True)
     context_dropped = models.JSONField(default=dict, blank=True, help_text="What the context builder left out.")
     # The agent's own inputs, so a draft prompt can be replayed on exactly what this run saw.
     prompt_values = models.JSONField(default=dict, blank=True)
@@ -436,3 +447,93 @@ class AccountDeletion(models.Model):
 
     def __str__(self) -> str:
         return f"Account deleted {self.deleted_at:%Y-%m-%d}"
+
+
+class SummaryScope(models.TextChoices):
+    SESSION = "session", "Whole session"
+    IN_SESSION = "in_session", "Earlier part of an open session"
+
+
+class SummaryStrategy(models.TextChoices):
+    ABSTRACTIVE = "abstractive", "Abstractive"
+    EXTRACTIVE = "extractive", "Extractive (facts listed verbatim)"
+
+
+class SummaryStatus(models.TextChoices):
+    VERIFIED = "verified", "Verified"
+    FAILED = "failed", "Failed the check"
+    FLAGGED = "flagged", "Failed every strategy; flagged to coaches"
+
+
+class SessionSummary(models.Model):
+    """One attempt at summarising a session (or its earlier part), with the check it went through.
+
+    Only a verified summary replaces the transcript in later contexts; the last failed attempt
+    is flagged, and the context builder shows a bounded transcript excerpt instead.
+    """
+
+    session = models.ForeignKey(CoachingSession, on_delete=models.CASCADE, related_name="summaries")
+    scope = models.CharField(max_length=12, choices=SummaryScope.choices, default=SummaryScope.SESSION)
+    # Messages up to and including this seq are what the summary covers.
+    covers_until_seq = models.PositiveBigIntegerField()
+    attempt = models.PositiveSmallIntegerField(default=1)
+    strategy = models.CharField(max_length=12, choices=SummaryStrategy.choices)
+    status = models.CharField(max_length=10, choices=SummaryStatus.choices)
+    data = models.JSONField(null=True, blank=True, help_text="The structured summary (SummaryOutput).")
+    check_result = models.JSONField(default=dict, blank=True, help_text="The questions asked and how each fared.")
+    prompt_version = models.ForeignKey(PromptVersion, null=True, blank=True, on_delete=models.SET_NULL)
+    model_id = models.CharField(max_length=200, blank=True)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    raw_output = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["session", "scope", "covers_until_seq", "attempt"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session", "scope", "covers_until_seq", "attempt"], name="session_summary_attempt_unique"
+            )
+        ]
+        indexes = [models.Index(fields=["status", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"Summary of session {self.session_id} (attempt {self.attempt}, {self.status})"
+
+
+class PredictionStatus(models.TextChoices):
+    OPEN = "open", "Open"
+    RESOLVED = "resolved", "Resolved"
+
+
+class Prediction(models.Model):
+    """A Shadow follow-through prediction, kept as a ledger row until a later session resolves it."""
+
+    coachee = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="predictions")
+    turn = models.OneToOneField(Turn, on_delete=models.CASCADE, related_name="prediction")
+    agent_run = models.ForeignKey(AgentRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    commitment = models.CharField(max_length=200)
+    probability = models.FloatField(help_text="0 to 1.")
+    horizon_days = models.PositiveSmallIntegerField()
+    made_at = models.DateTimeField()
+    due_at = models.DateTimeField()
+    prompt_version = models.ForeignKey(PromptVersion, null=True, blank=True, on_delete=models.SET_NULL)
+    model_id = models.CharField(max_length=200, blank=True)
+    status = models.CharField(max_length=8, choices=PredictionStatus.choices, default=PredictionStatus.OPEN)
+    outcome = models.BooleanField(null=True, blank=True, help_text="Did the coachee do it?")
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolved_by_turn = models.ForeignKey(Turn, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    resolution_note = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["coachee", "-made_at"]
+        indexes = [models.Index(fields=["coachee", "status", "-made_at"])]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(probability__gte=0, probability__lte=1), name="prediction_probability_0_to_1"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"Prediction {self.pk} ({self.status})"

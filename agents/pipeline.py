@@ -22,7 +22,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
-from agents import blackboard, safety, services
+from agents import blackboard, compaction, predictions, safety, services, tokens
 from agents.arbitration import Arbitration, MoveInfo, arbitrate, arbitrate_crisis, render_brief
 from agents.context import SharedContext, agent_messages, build_shared_context, fence, shared_budget
 from agents.llm.client import Completion, EndpointSpec, chat_complete
@@ -96,12 +96,35 @@ def stage_deadline(turn: Turn, stage: str) -> float:
 
 
 def turn_shared_context(turn: Turn) -> SharedContext:
-    shared = build_shared_context(turn, budget=shared_budget(list(AgentConfig.objects.all())))
-    if not turn.shared_prompt:
-        # Kept once per turn: what every agent was shown, for review and for replays.
-        with bookkeeping_atomic():
-            Turn.objects.filter(pk=turn.pk, shared_prompt="").update(shared_prompt=shared.text)
-        turn.shared_prompt = shared.text
+    """The turn's shared prefix: built once (by the first step that needs it, normally Shadow)
+    and stored on the Turn, so later steps load it with the turn instead of rebuilding it."""
+    if turn.shared_prompt and turn.shared_tokens is not None:
+        return SharedContext(
+            text=turn.shared_prompt,
+            tokens=turn.shared_tokens,
+            message_ids=list(turn.shared_message_ids),
+            dropped=dict(turn.shared_dropped),
+        )
+    configs = list(AgentConfig.objects.select_related("endpoint"))
+    # Counted with the tokenizer of Shadow's model: Shadow runs first and warms the prefix cache.
+    shadow = next((c for c in configs if c.agent == Agent.SHADOW), None)
+    counter = tokens.counter_for(EndpointSpec.from_endpoint(shadow.endpoint) if shadow else None)
+    shared = build_shared_context(turn, budget=shared_budget(configs), counter=counter)
+    with bookkeeping_atomic():
+        stored = Turn.objects.filter(pk=turn.pk, shared_tokens__isnull=True).update(
+            shared_prompt=shared.text,
+            shared_tokens=shared.tokens,
+            shared_message_ids=shared.message_ids,
+            shared_dropped=shared.dropped,
+        )
+    if not stored:
+        # Another step of this turn stored its build first: every agent must see that one.
+        turn.refresh_from_db(fields=["shared_prompt", "shared_tokens", "shared_message_ids", "shared_dropped"])
+        return turn_shared_context(turn)
+    turn.shared_prompt, turn.shared_tokens = shared.text, shared.tokens
+    turn.shared_message_ids, turn.shared_dropped = shared.message_ids, shared.dropped
+    if compaction.history_needs_compaction(shared.dropped):
+        compaction.in_session_compaction_schedule(turn=turn)
     return shared
 
 
@@ -305,14 +328,18 @@ def run_json_agent(
         # An operator's prompt names a placeholder this agent is not given.
         return _record_failure(run, turn, started, f"prompt v{prompt.version} cannot be filled: {exc}", attempts=0)
 
+    messages = agent_messages(shared, instructions)
     answer = complete_structured(
         agent=agent,
         config=config,
-        messages=agent_messages(shared, instructions),
+        messages=messages,
         enums=enums,
         deadline=deadline,
         turn_id=turn.pk,
     )
+    measured = measure_prompt(config, messages, shared, answer)
+    run.context_tokens = measured.total
+    run.context_dropped = {**shared.dropped, **measured.notes}
     if answer.output is None:
         run.raw_output = answer.raw
         run.validation_errors = answer.errors
@@ -325,6 +352,36 @@ def run_json_agent(
     _finish_run(run, started, answer.calls, answer.prompt_tokens, answer.completion_tokens, answer.raw, answer.errors)
     services.agent_status_emit(turn=turn, agent=agent, state="succeeded", ms=run.latency_ms)
     return JsonCallResult(answer.output, run)
+
+
+@dataclass
+class PromptMeasure:
+    total: int  # prompt tokens as the agent's model counts them (or the estimate)
+    notes: dict[str, Any]  # added to the run's context_dropped: the shared share, any overflow
+
+
+def measure_prompt(
+    config: AgentConfig, messages: list[dict[str, str]], shared: SharedContext, answer: StructuredAnswer
+) -> PromptMeasure:
+    """Count an agent's prompt as its own model does and compare it with its budget.
+
+    Measured after the call, so it never delays it: the server's own count (usage) when one
+    call answered with it, which costs nothing; otherwise the model's tokenizer (cached)."""
+    if answer.calls == 1 and answer.prompt_tokens:
+        total = answer.prompt_tokens
+        shared_tokens = shared.tokens
+        own_tokens = max(0, total - shared_tokens - tokens.MESSAGE_OVERHEAD_TOKENS * len(messages))
+    else:
+        counter = tokens.counter_for(EndpointSpec.from_endpoint(config.endpoint))
+        shared_tokens, own_tokens = counter.count_many([messages[0]["content"], messages[1]["content"]])
+        total = shared_tokens + own_tokens + tokens.MESSAGE_OVERHEAD_TOKENS * len(messages)
+    notes: dict[str, Any] = {"shared_tokens": shared_tokens, "own_tokens": own_tokens}
+    if total > config.context_budget:
+        # The shared part is cut to budget; only an agent's own part (an operator's long prompt,
+        # a large catalog) can overflow. Sent anyway (refusing would lose the turn), and recorded.
+        notes["over_budget_by"] = total - config.context_budget
+        logger.warning("%s prompt is %s tokens over its budget", config.agent, total - config.context_budget)
+    return PromptMeasure(total, notes)
 
 
 @dataclass
@@ -433,16 +490,21 @@ def shadow_step(*, turn_id: int) -> str:
     if turn is None:
         return "skipped"
     shared = turn_shared_context(turn)
+    # Predictions from earlier sessions that the coachee may now report on (Shadow's own part).
+    open_predictions = predictions.open_for_resolution(turn=turn)
     result = run_json_agent(
         turn=turn,
         agent=Agent.SHADOW,
         shared=shared,
         values={},
-        enums={"message_ids": shared.message_ids},
+        enums={"message_ids": shared.message_ids, "open_predictions": [p.pk for p in open_predictions]},
         deadline=stage_deadline(turn, "shadow"),
+        extra_instructions=predictions.resolution_instructions(open_predictions),
     )
     if isinstance(result.output, ShadowOutput):
         blackboard_write(turn=turn, shadow=result.output, run=result.run)
+        predictions.ledger_record(turn=turn, shadow=result.output, run=result.run)
+        predictions.resolutions_apply(turn=turn, shadow=result.output)
     return result.run.status
 
 
@@ -454,7 +516,12 @@ def blackboard_write(*, turn: Turn, shadow: ShadowOutput, run: AgentRun) -> Blac
         with bookkeeping_atomic():
             latest = services.blackboard_lock_latest(coachee_id=coachee_id)
             data = blackboard.merge_shadow(
-                latest.data if latest else blackboard.empty(), shadow, turn_id=turn.pk, at=timezone.now().isoformat()
+                latest.data if latest else blackboard.empty(),
+                shadow,
+                turn_id=turn.pk,
+                at=timezone.now().isoformat(),
+                agent=Agent.SHADOW,
+                prompt_version=run.prompt_version.version if run.prompt_version else None,
             )
             return BlackboardVersion.objects.create(
                 coachee_id=coachee_id,
@@ -569,10 +636,34 @@ def arbitration_for(turn: Turn, catalog: dict[str, MoveInfo], outputs: dict[str,
 
 
 def specialists_text(outputs: dict[str, AgentOutput]) -> str:
+    """Shadow's and Persona's findings for Synth, as short lines rather than their JSON: Synth's
+    own part is the largest of the turn, and it must leave the shared prefix >= 80% of its
+    prompt within the budget (context.py). Evidence ids are left out; Synth does not cite."""
+    shadow = output_as(outputs, Agent.SHADOW, ShadowOutput)
+    persona = output_as(outputs, Agent.PERSONA, PersonaOutput)
     parts = []
-    for agent in (Agent.SHADOW, Agent.PERSONA):
-        output = outputs.get(agent)
-        parts.append(f"{agent}: " + (output.model_dump_json() if output else "(missing)"))
+    if shadow is not None:
+        prediction = shadow.follow_through
+        parts += [
+            "shadow: stated goals: " + ("; ".join(g.text for g in shadow.stated_goals) or "none"),
+            "shadow: revealed priorities: " + ("; ".join(p.text for p in shadow.revealed_priorities) or "none"),
+            f"shadow: follow-through on '{prediction.commitment}': {prediction.probability_pct}% within "
+            f"{prediction.horizon_days} days ({prediction.rationale})",
+            f"shadow: pattern {shadow.pattern_class} ({shadow.pattern_confidence_pct}%)",
+        ]
+    else:
+        parts.append("shadow: (missing)")
+    if persona is not None:
+        ocean = ", ".join(f"{name} {t.score}±{t.uncertainty}" for name, t in persona.ocean)
+        parts += [
+            f"persona: OCEAN {ocean}",
+            "persona: recurring goals: " + ("; ".join(persona.recurring_goals) or "none"),
+            "persona: follow-through: "
+            + ("; ".join(f"{f.goal} {f.percent}%" for f in persona.follow_through) or "none"),
+            "persona: growth edges: " + ("; ".join(persona.growth_edges) or "none"),
+        ]
+    else:
+        parts.append("persona: (missing)")
     return "\n".join(["<<<data", fence("\n".join(parts)), "data>>>"])
 
 

@@ -19,7 +19,16 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents import services
-from agents.models import AccountDeletion, AgentRun, BlackboardVersion, CoachingSession, Message, Turn
+from agents.models import (
+    AccountDeletion,
+    AgentRun,
+    BlackboardVersion,
+    CoachingSession,
+    Message,
+    Prediction,
+    SessionSummary,
+    Turn,
+)
 
 EXPORT_FORMAT_VERSION = 1
 
@@ -63,6 +72,10 @@ def account_export(*, user_id: int) -> dict[str, Any]:
                     }
                     for t in turns
                 ],
+                "summaries": [
+                    {"scope": su.scope, "status": su.status, "created_at": su.created_at.isoformat(), "data": su.data}
+                    for su in SessionSummary.objects.filter(session=session).order_by("covers_until_seq", "attempt")
+                ],
             }
         )
     return {
@@ -73,6 +86,17 @@ def account_export(*, user_id: int) -> dict[str, Any]:
         "memory": [
             {"version": v.version, "created_at": v.created_at.isoformat(), "data": v.data}
             for v in BlackboardVersion.objects.filter(coachee_id=user_id).order_by("version")
+        ],
+        "predictions": [
+            {
+                "commitment": p.commitment,
+                "probability": p.probability,
+                "made_at": p.made_at.isoformat(),
+                "due_at": p.due_at.isoformat(),
+                "status": p.status,
+                "outcome": p.outcome,
+            }
+            for p in Prediction.objects.filter(coachee_id=user_id).order_by("made_at")
         ],
     }
 
@@ -107,4 +131,6 @@ def raw_outputs_prune(*, older_than_days: int) -> int:
         .update(raw_output="", prompt_values={}, extra_instructions="")
     )
     Turn.objects.filter(started_at__lt=cutoff).exclude(shared_prompt="").update(shared_prompt="")
+    # A summarizer's raw reply is coachee text too; the structured summary stays (it is the memory).
+    SessionSummary.objects.filter(created_at__lt=cutoff).exclude(raw_output="").update(raw_output="")
     return pruned

@@ -20,6 +20,7 @@ from django.db.models import Count, Exists, Max, OuterRef, Prefetch, Q, QuerySet
 from django.utils import timezone
 from pydantic import ValidationError
 
+from agents import predictions
 from agents.arbitration import HIGH_RISK_PRIORITY, HIGH_RISK_SEVERITY
 from agents.models import (
     Agent,
@@ -1113,6 +1114,34 @@ class CoacheeOverview:
     readings: int
     predictions: list[PredictionView]
     versions: list[VersionView]
+    # Memory: each session's summary attempts as checked, and how well Shadow's predictions scored.
+    memory_summaries: list[Any] = field(default_factory=list)
+    brier: list[Any] = field(default_factory=list)
+
+
+# --- Memory: summaries that failed their check, Brier scores -----------------------------
+
+
+def flagged_summaries(coachee_ids: Any, limit: int = 50) -> list[Any]:
+    """Summaries that failed every strategy, for the review queue (newest first)."""
+    from agents.models import SessionSummary as StoredSummary
+    from agents.models import SummaryStatus
+
+    return list(
+        StoredSummary.objects.filter(status=SummaryStatus.FLAGGED, session__coachee__in=coachee_ids)
+        .select_related("session__coachee")
+        .order_by("-created_at")[:limit]
+    )
+
+
+def memory_summaries(coachee: Any, limit: int = 100) -> list[Any]:
+    from agents.models import SessionSummary as StoredSummary
+
+    return list(
+        StoredSummary.objects.filter(session__coachee=coachee)
+        .select_related("session")
+        .order_by("-session__created_at", "scope", "covers_until_seq", "attempt")[:limit]
+    )
 
 
 KIND_LABELS = {
@@ -1324,6 +1353,8 @@ def coachee_overview(coachee: Any) -> CoacheeOverview:
             shadow_runs, persona_runs, user_messages, history[0].version.data if history else None
         ),
         versions=history,
+        memory_summaries=memory_summaries(coachee),
+        brier=predictions.brier_scores(coachee_id=coachee.pk),
     )
 
 

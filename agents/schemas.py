@@ -78,6 +78,23 @@ class FollowThroughPrediction(BaseModel):
     rationale: ShortText
 
 
+OpenPredictionRef = Annotated[
+    int,
+    Field(
+        description="The id of an open prediction from an earlier session.",
+        json_schema_extra={"x-enum-source": "open_predictions"},
+    ),
+    _in_context("open_predictions"),
+]
+
+
+class PredictionResolution(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    prediction_id: OpenPredictionRef
+    done: bool = Field(description="True if the coachee reports they did it, false if they report they did not.")
+    evidence: ShortText = Field(description="What the coachee said about it, in a few words.")
+
+
 class ShadowOutput(AgentOutput):
     stated_goals: list[EvidencedItem] = Field(max_length=3, description="Goals the coachee says they have.")
     revealed_priorities: list[EvidencedItem] = Field(
@@ -86,6 +103,13 @@ class ShadowOutput(AgentOutput):
     follow_through: FollowThroughPrediction
     pattern_class: PatternClass = Field(description="The behavioural pattern that fits best.")
     pattern_confidence_pct: Percent
+    # Only open predictions the coachee has now reported on; empty when none is offered.
+    resolutions: list[PredictionResolution] = Field(
+        default_factory=list,
+        max_length=5,
+        description="Open predictions from earlier sessions that the coachee's words settle, if any.",
+        json_schema_extra={"x-empty-unless": "open_predictions"},
+    )
 
 
 # --- Persona ----------------------------------------------------------------------------
@@ -196,6 +220,48 @@ class CriticOutput(AgentOutput):
     explanation: ShortText
 
 
+# --- Summarizer (compaction between and inside sessions) -------------------------------
+
+
+class SummaryCommitment(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: ShortText = Field(description="What the coachee committed to, in their words.")
+    # Free text rather than a date pattern: the schema and the validator must agree, and not
+    # every grammar compiler takes `pattern`. The context builder reads YYYY-MM-DD when it is one.
+    due: Annotated[str, Field(min_length=1, max_length=40)] | None = Field(
+        description="When it is due, as YYYY-MM-DD if a date or number of days was said; else null."
+    )
+
+
+class SummaryOutput(AgentOutput):
+    goals: list[ShortText] = Field(max_length=6, description="Goals the coachee stated in the session.")
+    commitments: list[SummaryCommitment] = Field(max_length=8, description="Every commitment the coachee made.")
+    open_threads: list[ShortText] = Field(max_length=5, description="Topics left open for next time.")
+    patterns: list[PatternClass] = Field(max_length=3, description="Behavioural patterns seen in the session.")
+    blocked_moves: list[MoveKey] = Field(max_length=5, description="Coaching moves still blocked for this coachee.")
+    overview: Annotated[str, Field(min_length=1, max_length=400)] = Field(description="Two or three sentences.")
+
+
+QuestionRef = Annotated[
+    int,
+    Field(description="The number of a question.", json_schema_extra={"x-enum-source": "question_ids"}),
+    _in_context("question_ids"),
+]
+
+
+class CheckAnswer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    question: QuestionRef
+    answered: bool = Field(description="True only if the summary itself states the answer.")
+    quote: Annotated[str, Field(max_length=300)] = Field(
+        description="The exact words of the summary that answer it, copied character for character; empty if none."
+    )
+
+
+class SummaryCheckOutput(AgentOutput):
+    answers: list[CheckAnswer] = Field(max_length=12, description="One answer per question.")
+
+
 OUTPUT_SCHEMAS: dict[str, type[AgentOutput]] = {
     "shadow": ShadowOutput,
     "persona": PersonaOutput,
@@ -203,6 +269,8 @@ OUTPUT_SCHEMAS: dict[str, type[AgentOutput]] = {
     "stability": StabilityOutput,
     "synth": SynthOutput,
     "critic": CriticOutput,
+    "summarizer": SummaryOutput,
+    "summary_check": SummaryCheckOutput,
 }
 
 

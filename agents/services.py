@@ -22,7 +22,7 @@ from django.db import connection, transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from agents import blackboard, layer, rendering, safety
+from agents import blackboard, compaction, layer, rendering, safety
 from agents.llm import breaker
 from agents.models import (
     AgentConfig,
@@ -484,6 +484,21 @@ def session_end(*, session_id: int, user_id: int) -> bool:
         session.ended_at = timezone.now()
         session.save(update_fields=["status", "ended_at"])
         event_emit(session_id=session.pk, type="session.ended", payload={})
+        compaction.session_summary_schedule(session_id=session.pk)
+    return True
+
+
+def session_end_idle(*, session_id: int, cutoff: Any) -> bool:
+    """End a session nobody wrote in since `cutoff` (Celery beat); its summary is queued."""
+    with transaction.atomic():
+        session = CoachingSession.objects.select_for_update().filter(pk=session_id, status=SessionStatus.OPEN).first()
+        if session is None or Message.objects.filter(session=session, created_at__gte=cutoff).exists():
+            return False  # ended meanwhile, or the coachee came back
+        session.status = SessionStatus.ENDED
+        session.ended_at = timezone.now()
+        session.save(update_fields=["status", "ended_at"])
+        event_emit(session_id=session.pk, type="session.ended", payload={})
+        compaction.session_summary_schedule(session_id=session.pk)
     return True
 
 

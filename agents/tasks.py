@@ -8,7 +8,7 @@ from typing import Any
 from celery import chain, chord, group, shared_task
 from django.conf import settings
 
-from agents import pipeline, privacy, services
+from agents import compaction, pipeline, privacy, services
 from agents.models import SPECIALISTS
 
 logger = logging.getLogger(__name__)
@@ -84,3 +84,25 @@ def turn_canvas(turn_id: int) -> Any:
 def turn_pipeline_start(turn_id: int) -> None:
     turn_canvas(turn_id).apply_async()
     turn_watchdog_task.apply_async((turn_id,), countdown=settings.COACHING_TURN_DEADLINE_S + WATCHDOG_GRACE_S)
+
+
+# --- Memory: summaries between and inside sessions --------------------------------------
+
+
+@shared_task(name="coaching.summary_write", acks_late=True, soft_time_limit=900, time_limit=960)
+def summary_write_task(session_id: int, scope: str, until_seq: int | None) -> dict[str, Any]:
+    summary = compaction.summary_write(session_id=session_id, scope=scope, until_seq=until_seq)
+    return {
+        "session_id": session_id,
+        "scope": scope,
+        "summary_id": summary.pk if summary else None,
+        "status": summary.status if summary else "nothing to summarise",
+    }
+
+
+@shared_task(name="coaching.sessions_compact_idle")
+def sessions_compact_idle_task() -> dict[str, Any]:
+    """Beat: end idle sessions (queuing their summaries) and requeue ended ones never summarised."""
+    ended = compaction.idle_sessions_end(idle_minutes=settings.COACHING_SESSION_IDLE_MINUTES)
+    requeued = compaction.unsummarised_sessions_queue()
+    return {"ended": ended, "requeued": requeued}

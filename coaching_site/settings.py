@@ -160,6 +160,8 @@ CELERY_BEAT_SCHEDULE = {
     "prune-raw-outputs": {"task": "coaching.prune_raw_outputs", "schedule": 6 * 3600.0},
     # Turns whose watchdog died with its process (Daphne or a worker) still get their fallback.
     "expire-overdue-turns": {"task": "coaching.expire_overdue_turns", "schedule": 30.0},
+    # Ends sessions idle for COACHING_SESSION_IDLE_MINUTES and queues their summaries.
+    "compact-idle-sessions": {"task": "coaching.sessions_compact_idle", "schedule": 300.0},
 }
 
 # The pub/sub layer by default: it delivered ~5x the messages per second of the core layer on
@@ -284,6 +286,10 @@ COACHING_TURNS_PER_MINUTE = env_int("COACHING_TURNS_PER_MINUTE", 12)
 # days; parsed outputs, tokens and timings stay for review and statistics.
 COACHING_RAW_RETENTION_DAYS = env_int("COACHING_RAW_RETENTION_DAYS", 30)
 COACHING_MAX_SOCKETS_PER_USER = env_int("COACHING_MAX_SOCKETS_PER_USER", 8)
+# A session nobody wrote in for this long is ended and summarised (compaction.py).
+COACHING_SESSION_IDLE_MINUTES = env_int("COACHING_SESSION_IDLE_MINUTES", 60)
+# Longest wait for one summarizer call (with its retries and repair).
+COACHING_SUMMARY_TIMEOUT_S = env_float("COACHING_SUMMARY_TIMEOUT_S", 180.0)
 
 # Crisis alerts to coaches go by email: the console in development (set EMAIL_BACKEND and
 # EMAIL_HOST etc. for SMTP in production); the test runner swaps in the in-memory outbox.

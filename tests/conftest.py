@@ -38,7 +38,13 @@ OUTPUT_DIR = ROOT / "test-output"
 
 def seed_defaults() -> None:
     """The data migrations' seeds, again: transactional tests truncate tables between tests."""
-    for migration in ("0002_seed_defaults", "0004_seed_crisis_resources", "0007_seed_crisis_patterns"):
+    for migration in (
+        "0002_seed_defaults",
+        "0004_seed_crisis_resources",
+        "0007_seed_crisis_patterns",
+        "0013_memory_summaries_predictions",
+        "0014_crisis_patterns_batch_2",
+    ):
         importlib.import_module(f"agents.migrations.{migration}").seed(django_apps, None)
     seed_roles()
 

@@ -3,8 +3,7 @@ message, sent through a real Daphne and Celery worker with every model endpoint 
 the resources card for its locale within a second; the false-positive rate on everyday
 messages (idioms such as "this deadline is killing me" included) is printed and bounded.
 
-The patterns are the ones the app uses: the seeded rows (migrations 0007), plus the second
-default batch in agents/crisis_lexicon.py, seeded here the way its data migration will.
+The patterns are the ones the app uses: the rows seeded by migrations 0007 and 0014.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from asgiref.sync import sync_to_async
 from django.apps import apps as django_apps
 from django.contrib.auth import get_user_model
 
-from agents import crisis_lexicon, safety, services
+from agents import safety, services
 from agents.llm import breaker
 from agents.models import CoachingSession, Escalation, Message, Role, Turn, TurnStatus
 from agents.schemas import SERVER_EVENTS
@@ -46,7 +45,7 @@ DEAD_ENDPOINT = "http://127.0.0.1:9/v1"  # nothing listens on the discard port
 
 
 def seed_lexicon() -> None:
-    crisis_lexicon.seed(django_apps, None)
+    importlib.import_module("agents.migrations.0014_crisis_patterns_batch_2").seed(django_apps, None)
 
 
 def test_the_set_is_big_enough_and_multilingual() -> None:

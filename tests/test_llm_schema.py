@@ -29,7 +29,12 @@ from agents.schemas import (
 )
 
 MOVES = ["open_question", "tiny_next_step", "direct_challenge"]
-ENUMS: dict[str, list[Any]] = {"moves": MOVES, "message_ids": [11, 12, 15], "blocked_moves": ["direct_challenge"]}
+ENUMS: dict[str, list[Any]] = {
+    "moves": MOVES,
+    "message_ids": [11, 12, 15],
+    "blocked_moves": ["direct_challenge"],
+    "question_ids": [0, 2],
+}
 
 # What a JSON Schema node may say, in the subset pydantic emits for these models.
 KNOWN_KEYWORDS = {
@@ -147,7 +152,7 @@ def test_base_schemas_carry_the_marker_where_expected() -> None:
     assert enum_sources(base_schema(StabilityOutput)) == ["moves"]
     assert enum_sources(base_schema(CriticOutput)) == ["blocked_moves"]
     assert enum_sources(base_schema(SynthOutput)) == ["moves"]
-    assert sorted(enum_sources(base_schema(ShadowOutput))) == ["message_ids"]
+    assert sorted(enum_sources(base_schema(ShadowOutput))) == ["message_ids", "open_predictions"]
 
 
 def test_moves_are_injected_as_an_enum_and_the_marker_is_stripped() -> None:

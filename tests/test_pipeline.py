@@ -269,7 +269,7 @@ def test_shadow_step_is_idempotent(turn: Turn, sim: SimulatorServer) -> None:
     assert runs.count() == 1
     run = runs.get()
     assert run.attempts == 1
-    assert run.parsed_output == shadow_script(turn)
+    assert run.parsed_output == {**shadow_script(turn), "resolutions": []}
     assert run.prompt_version is not None
     assert run.model_id == "sim-model"
     versions = BlackboardVersion.objects.filter(coachee_id=turn.session.coachee_id)
@@ -327,11 +327,11 @@ def test_concurrent_blackboard_writes_keep_both_turns_findings(
     second_committed = threading.Event()
     original = blackboard.merge_shadow
 
-    def merge(data: dict[str, Any], shadow: ShadowOutput, *, turn_id: int, at: str) -> dict[str, Any]:
+    def merge(data: dict[str, Any], shadow: ShadowOutput, *, turn_id: int, at: str, **kw: Any) -> dict[str, Any]:
         if turn_id == first.pk:  # the first writer has read the latest version; the second one runs now
             first_has_read.set()
             second_committed.wait(10)
-        return original(data, shadow, turn_id=turn_id, at=at)
+        return original(data, shadow, turn_id=turn_id, at=at, **kw)
 
     def write(turn: Turn) -> None:
         try:

@@ -418,6 +418,9 @@ class TurnAdmin(ExportCsvMixin, admin.ModelAdmin):
                 "reason": reason,
                 "reasons": review.QUEUE_REASONS,
                 "coachees_url": reverse("admin:agents_coachingsession_coachees"),
+                # Session summaries that failed their check with every strategy: not used in
+                # any prompt until a coach looks (the builder shows a transcript excerpt instead).
+                "flagged_summaries": review.flagged_summaries(scoped_coachees(request).values("pk")),
             },
         )
 

@@ -27,7 +27,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from agents import prompt_ops
+from agents import predictions, prompt_ops
 from agents.checks import base_url_problem
 from agents.models import (
     Agent,
@@ -442,6 +442,8 @@ class PromptVersionAdmin(AuditedAdmin):
         extra = {
             **(extra_context or {}),
             "agent_summary": self._agent_summary(),
+            # Shadow's follow-through predictions, scored per prompt version and model.
+            "brier_scores": predictions.brier_scores(),
             "can_change": self.can_change(request),
             "can_add": self.has_add_permission(request),
         }

@@ -8,6 +8,10 @@ from typing import Any
 from pydantic import BaseModel
 
 ENUM_SOURCE_KEY = "x-enum-source"
+# An optional property that only makes sense when its enum source has values (Shadow's
+# resolutions of open predictions): without values it is left out of the schema altogether,
+# since an empty enum breaks grammar compilers.
+EMPTY_UNLESS_KEY = "x-empty-unless"
 # llama.cpp's grammar ignores minimum/maximum, so small integer ranges become enums,
 # which its grammar does enforce. Ranges wider than this stay as they are.
 MAX_RANGE_AS_ENUM = 101
@@ -25,8 +29,51 @@ def base_schema(model: type[BaseModel]) -> dict[str, Any]:
 def json_schema_for(model: type[BaseModel], enums: Mapping[str, Sequence[Any]]) -> dict[str, Any]:
     """The model's schema with each `x-enum-source` field restricted to the given values."""
     schema = copy.deepcopy(base_schema(model))
+    _drop_empty_optional(schema, enums)
     _inject_enums(schema, enums)
+    _prune_unused_defs(schema)
     return schema
+
+
+def _drop_empty_optional(node: Any, enums: Mapping[str, Sequence[Any]]) -> None:
+    if isinstance(node, dict):
+        properties = node.get("properties")
+        if isinstance(properties, dict):
+            for name, prop in list(properties.items()):
+                source = prop.pop(EMPTY_UNLESS_KEY, None) if isinstance(prop, dict) else None
+                if source is not None and not enums.get(source):
+                    del properties[name]
+                    if name in node.get("required", []):
+                        node["required"] = [r for r in node["required"] if r != name]
+        for value in node.values():
+            _drop_empty_optional(value, enums)
+    elif isinstance(node, list):
+        for item in node:
+            _drop_empty_optional(item, enums)
+
+
+def _refs(node: Any, found: set[str]) -> set[str]:
+    if isinstance(node, dict):
+        if isinstance(node.get("$ref"), str):
+            found.add(node["$ref"])
+        for value in node.values():
+            _refs(value, found)
+    elif isinstance(node, list):
+        for item in node:
+            _refs(item, found)
+    return found
+
+
+def _prune_unused_defs(schema: dict[str, Any]) -> None:
+    """Leave out definitions nothing refers to any more (after _drop_empty_optional)."""
+    defs = schema.get("$defs")
+    while isinstance(defs, dict):
+        used = _refs({k: v for k, v in schema.items() if k != "$defs"}, set()) | _refs(defs, set())
+        unused = [name for name in defs if f"#/$defs/{name}" not in used]
+        if not unused:
+            break
+        for name in unused:
+            del defs[name]
 
 
 def _inject_enums(node: Any, enums: Mapping[str, Sequence[Any]]) -> None:

@@ -18,6 +18,8 @@ PLACEHOLDERS: dict[str, frozenset[str]] = {
     "stability": frozenset({"moves"}),
     "synth": frozenset({"brief", "coach_reply", "specialists"}),
     "critic": frozenset({"blocked_moves", "reply"}),
+    "summarizer": frozenset({"strategy"}),
+    "summary_check": frozenset({"questions"}),
 }
 
 

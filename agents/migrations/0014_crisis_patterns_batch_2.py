@@ -1,25 +1,21 @@
-"""The second batch of default crisis patterns, measured on tests/data/crisis_set.json.
+"""Crisis patterns, batch 2: raises the pre-gate's recall on indirect phrasing ("everyone would
+be better off without me", "ich bin lebensmüde", "personne ne me regretterait") and narrows six
+patterns of 0007 that also fired on everyday hyperbole ("I'm going to die of boredom", "mon chef
+va me tuer", "me quiero morir de la vergüenza"). Measured on tests/data/crisis_set.json.
 
-Migration 0007 seeded a first lexicon; these patterns raise its recall on indirect phrasing
-("everyone would be better off without me", "ich bin lebensmüde", "personne ne me
-regretterait") and narrow six seeded patterns that also fired on everyday hyperbole ("I'm
-going to die of boredom", "en finir avec la procrastination", "mon chef va me tuer",
-"no quiero vivir en esta ciudad", "me quiero morir de la vergüenza").
-
-Not read at run time: the pre-gate uses the operator-editable CrisisPattern rows only.
-A data migration seeds these with `seed` (idempotent; it adds what is missing and replaces a
-seeded pattern only where its row still holds the original text, so an operator's edit wins).
-
-Patterns are matched against `safety.normalise`d text: lower case, accents removed, digits
-inside words read as letters, punctuation as spaces (apostrophes kept). They may be written
-with or without accents.
+Idempotent: it adds what is missing and narrows a seeded pattern only where its row still holds
+the original text, so an operator's edit wins. Patterns match `safety.normalise`d text (lower
+case, accents removed, digits inside words read as letters, punctuation as spaces).
 """
+
 
 from __future__ import annotations
 
 from typing import Any
 
-NOTE = "default lexicon, batch 2 (agents/crisis_lexicon.py)"
+from django.db import migrations
+
+NOTE = "default lexicon, batch 2 (migration 0014)"
 
 # Seeded by 0007 → narrowed: the same words, minus the idioms measured as false positives.
 REPLACED: dict[str, dict[str, str]] = {
@@ -148,3 +144,9 @@ def seed(apps: Any, schema_editor: Any) -> None:
         for pattern in patterns
         if (locale, pattern) not in present
     )
+
+
+class Migration(migrations.Migration):
+    dependencies = [("agents", "0013_memory_summaries_predictions")]
+
+    operations = [migrations.RunPython(seed, migrations.RunPython.noop)]
