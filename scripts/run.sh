@@ -19,10 +19,27 @@ pids=()
 cleanup() {
   trap - EXIT INT TERM
   say "stopping"
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do
+    children=$(pgrep -P "$pid" || true)  # a supervise loop's current process
+    kill "$pid" 2>/dev/null || true
+    [ -n "$children" ] && kill $children 2>/dev/null || true
+  done
   wait 2>/dev/null || true
 }
 trap cleanup EXIT INT TERM
+
+# Keep a process running: start it again when it exits, as a process supervisor would in
+# production (Celery's worker exits when Redis restarts under it, a kombu 5.7 issue).
+supervise() {  # name, log file, command...
+  local name="$1" log="$2"
+  shift 2
+  while true; do
+    "$@" >>"$log" 2>&1 && status=0 || status=$?
+    echo ">> $name exited (status $status); starting it again in 2 s" >>"$log"
+    say "$name exited (status $status); starting it again in 2 s (log: $log)"
+    sleep 2
+  done
+}
 
 wait_http() {  # url, seconds, what
   for _ in $(seq 1 "$2"); do curl -fsS -o /dev/null "$1" 2>/dev/null && return 0; sleep 1; done
@@ -54,16 +71,20 @@ fi
 
 say "starting the Celery worker (thread pool)"
 # -B: the embedded beat scheduler (retention pruning); run `celery beat` separately at scale.
-"$VENV/bin/celery" -A coaching_site worker -B -s "$RUN_DIR/celerybeat-schedule" -P threads \
-  -c "${CELERY_CONCURRENCY:-16}" -l INFO --without-gossip --without-mingle >"$RUN_DIR/worker.log" 2>&1 &
+: >"$RUN_DIR/worker.log"
+supervise "the Celery worker" "$RUN_DIR/worker.log" "$VENV/bin/celery" -A coaching_site worker -B \
+  -s "$RUN_DIR/celerybeat-schedule" -P threads -c "${CELERY_CONCURRENCY:-16}" -l INFO --without-gossip \
+  --without-mingle &
 pids+=($!)
 
 say "starting Daphne on port $PORT"
-"$VENV/bin/daphne" -b 127.0.0.1 -p "$PORT" coaching_site.asgi:application >"$RUN_DIR/web.log" 2>&1 &
+: >"$RUN_DIR/web.log"
+supervise "Daphne" "$RUN_DIR/web.log" "$VENV/bin/daphne" -b 127.0.0.1 -p "$PORT" coaching_site.asgi:application &
 pids+=($!)
 wait_http "http://127.0.0.1:$PORT/healthz" 60 "Daphne"
 
 "$PY" manage.py seed_demo --base-url "http://127.0.0.1:$PORT"
 say "running; logs in .run/ (web.log, worker.log, llm.log). Ctrl-C stops everything."
+# The worker and Daphne are restarted by their supervise loops; only the model server's exit ends the run.
 wait -n "${pids[@]}"
 die "a process exited; see the logs in .run/"
