@@ -12,7 +12,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.core.checks import Error, register
-from django.db import DatabaseError
+from django.db import DatabaseError, connection
+from django.db.migrations.executor import MigrationExecutor
 
 from agents.models import Agent, AgentConfig, ModelEndpoint, PromptStatus, PromptVersion
 from agents.prompts import PLACEHOLDERS, placeholders_in
@@ -66,16 +67,25 @@ def prompt_problem(agent: str, body: str) -> str | None:
     return None
 
 
+def migrations_pending() -> bool:
+    """True when the database lacks migrations: their data (agents' configs and prompts) is
+    not there yet, and `migrate` itself runs these checks before applying them."""
+    executor = MigrationExecutor(connection)
+    return bool(executor.migration_plan(executor.loader.graph.leaf_nodes()))
+
+
 @register("agents", deploy=False)
 def agents_configured(app_configs: Any, **kwargs: Any) -> list[Error]:
     errors: list[Error] = []
     try:
+        if migrations_pending():
+            return []  # checked again once migrated (run.sh runs `check` after `migrate`)
         active = {p.agent: p for p in PromptVersion.objects.filter(status=PromptStatus.ACTIVE)}
         # No join: a config whose endpoint row is gone must still be seen (and reported).
         configs = {c.agent: c for c in AgentConfig.objects.all()}
         endpoints = ModelEndpoint.objects.in_bulk({c.endpoint_id for c in configs.values()})
     except DatabaseError:
-        return []  # no tables yet (before the first migrate): nothing to check
+        return []  # no database or no tables yet (before the first migrate): nothing to check
     for agent in Agent.values:
         prompt = active.get(agent)
         if prompt is None:

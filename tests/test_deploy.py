@@ -55,3 +55,37 @@ def test_pages_carry_a_content_security_policy(client: Any) -> None:
     assert "frame-ancestors 'none'" in policy
     assert "object-src 'none'" in policy
     assert "unsafe-eval" not in policy
+
+
+def test_a_database_of_an_earlier_release_migrates(settings: Any) -> None:
+    """An upgrade: migrations that add agents seed their configs and prompts, and the system
+    checks (which require them) must not stop `migrate` from applying them."""
+    import psycopg
+
+    db = settings.DATABASES["default"]
+    name = f"{db['NAME']}_upgrade"
+    admin_url = f"postgresql://{db['USER']}@{db['HOST'] or 'localhost'}:{db['PORT'] or 5432}/postgres"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "coaching_site.settings",
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST'] or 'localhost'}:{db['PORT'] or 5432}/{name}",
+    }
+
+    def manage(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, check=False
+        )
+
+    try:
+        earlier = manage("migrate", "agents", "0012", "--noinput")
+        assert earlier.returncode == 0, earlier.stdout + earlier.stderr
+        upgrade = manage("migrate", "--noinput")
+        assert upgrade.returncode == 0, upgrade.stdout + upgrade.stderr
+        checked = manage("check", "--fail-level", "ERROR")
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
