@@ -49,6 +49,10 @@ async def _expire_after_deadline(turn_id: int, deadline: float) -> None:
     await database_sync_to_async(services.turn_expire)(turn_id=turn_id)
 
 
+async def _pipeline_start(turn_id: int) -> None:
+    await asyncio.get_running_loop().run_in_executor(None, functools.partial(services.pipeline_start, turn_id=turn_id))
+
+
 class ChatConsumer(AsyncWebsocketConsumer):
     session_id: int
     user_id: int
@@ -152,10 +156,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         _spawn(_expire_after_deadline(result.turn_id, time.time() + settings.COACHING_TURN_DEADLINE_S))
         if result.pipeline_due:
             # Off the database thread, so Coach's setup (queued there) and the canvas's
-            # publishing run side by side: neither waits for the other.
-            await asyncio.get_running_loop().run_in_executor(
-                None, functools.partial(services.pipeline_start, turn_id=result.turn_id)
-            )
+            # publishing run side by side; and not awaited, so this handler returns and the
+            # consumer relays the turn's events (message.accepted first) while it publishes.
+            _spawn(_pipeline_start(result.turn_id))
 
     async def on_resume(self, frame: ResumeFrame) -> None:
         after_seq = frame.after_seq

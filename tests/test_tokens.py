@@ -21,6 +21,11 @@ def spec(base_url: str, kind: str) -> EndpointSpec:
     return EndpointSpec(name=f"t-{kind}", kind=kind, base_url=base_url, model_id="sim-model")
 
 
+def patch_post(monkeypatch: pytest.MonkeyPatch, post: Any) -> None:
+    """Stand in for the tokenize requests (tokens.py posts through one keep-alive httpx.Client)."""
+    monkeypatch.setattr(httpx.Client, "post", lambda self, url, **kw: post(url, **kw))
+
+
 @pytest.fixture(autouse=True)
 def _fresh_caches() -> None:
     tokens.clear_local_cache()
@@ -36,7 +41,7 @@ def test_counts_are_cached_so_the_server_is_asked_once(sim: SimulatorServer, mon
     endpoint = spec(sim.base_url, "vllm")
     first = tokens.count_many(endpoint, [PROSE])
     posts: list[str] = []
-    monkeypatch.setattr(httpx, "post", lambda url, **kw: posts.append(url))
+    patch_post(monkeypatch, lambda url, **kw: posts.append(url))
     assert tokens.count_many(endpoint, [PROSE]) == first  # in-process LRU
     tokens.clear_local_cache()
     assert tokens.count_many(endpoint, [PROSE]) == first  # the shared Django cache
@@ -62,7 +67,7 @@ def test_a_server_that_is_down_falls_back_to_the_estimate_and_is_not_asked_again
         posts.append(url)
         raise httpx.ConnectError("refused")
 
-    monkeypatch.setattr(httpx, "post", refuse)
+    patch_post(monkeypatch, refuse)
     down = spec("http://127.0.0.1:9/v1", "vllm")
     assert tokens.count_many(down, [PROSE]) == [tokens.estimate_tokens(PROSE)]
     assert tokens.count_many(down, [DATA]) == [tokens.estimate_tokens(DATA)]
@@ -70,7 +75,7 @@ def test_a_server_that_is_down_falls_back_to_the_estimate_and_is_not_asked_again
 
 
 def test_unit_tests_never_reach_a_server(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(httpx, "post", lambda *a, **kw: pytest.fail("a model server was called"))
+    patch_post(monkeypatch, lambda *a, **kw: pytest.fail("a model server was called"))
     assert tokens.count_many(spec("http://127.0.0.1:9/v1", "vllm"), [PROSE]) == [tokens.estimate_tokens(PROSE)]
 
 
@@ -85,7 +90,7 @@ def test_llama_cpp_servers_own_route_is_remembered(settings: Any, monkeypatch: p
             return httpx.Response(200, json={"tokens": [1, 2, 3]})
         return httpx.Response(404, json={})
 
-    monkeypatch.setattr(httpx, "post", server)
+    patch_post(monkeypatch, server)
     endpoint = spec("http://llama:8080/v1", "llamacpp")
     assert tokens.count_many(endpoint, ["one", "two"]) == [3, 3]
     assert posts == ["tokenize/count", "llama:8080/tokenize", "llama:8080/tokenize"]
