@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from agents import safety, services
+from agents import safety, services, tokens
 from agents.context import agent_messages
 from agents.llm.client import EndpointSpec, StreamState, chat_stream
 from agents.llm.errors import LLMError
@@ -63,6 +63,8 @@ class CoachCall:
     extra_body: dict[str, Any]
     deadline: float
     run_inputs: dict[str, Any]  # what Coach's AgentRun records about its inputs
+    shared_tokens: int  # of the turn's shared prefix, as counted when it was built
+    context_budget: int
     # Set by coach_record_start, once the reply's message and run exist.
     message_id: int = 0
     run_id: int = 0
@@ -105,6 +107,8 @@ def coach_prepare(*, turn_id: int) -> CoachCall | None:
         temperature=config.temperature,
         extra_body=extra_body_for(spec.kind, thinking=config.thinking),
         deadline=turn.deadline_at.timestamp(),
+        shared_tokens=shared.tokens,
+        context_budget=config.context_budget,
         run_inputs={
             "prompt_version": prompt,
             "endpoint": config.endpoint,
@@ -144,7 +148,16 @@ def coach_end(
     *, call: CoachCall, text: str, status: str, state: StreamState, latency_ms: int, error: LLMError | None
 ) -> None:
     """Persist the reply and its run, then announce it (and any error) to the session."""
-    estimated_prompt = sum(len(m["content"]) for m in call.messages) // 4 + 1
+    # llama.cpp's server reports no usage when streaming: then the documented estimate.
+    prompt_tokens = state.prompt_tokens or sum(tokens.estimate_tokens(m["content"]) for m in call.messages)
+    overhead = tokens.MESSAGE_OVERHEAD_TOKENS * len(call.messages)
+    context: dict[str, Any] = {
+        **call.run_inputs["context_dropped"],
+        "shared_tokens": call.shared_tokens,
+        "own_tokens": max(0, prompt_tokens - call.shared_tokens - overhead),
+    }
+    if prompt_tokens > call.context_budget:
+        context["over_budget_by"] = prompt_tokens - call.context_budget
     with transaction.atomic():
         ended = Message.objects.filter(pk=call.message_id, status=MessageStatus.STREAMING).update(
             text=text, status=status, updated_at=timezone.now()
@@ -159,8 +172,9 @@ def coach_end(
             error=f"{error.code}: {error}"
             if error
             else ("stopped by the coachee" if status == MessageStatus.STOPPED else ""),
-            # llama.cpp's server reports no usage when streaming: fall back to the estimate.
-            prompt_tokens=state.prompt_tokens or estimated_prompt,
+            prompt_tokens=prompt_tokens,
+            context_tokens=prompt_tokens,
+            context_dropped=context,
             completion_tokens=state.completion_tokens or state.chunks,
             finished_at=timezone.now(),
             latency_ms=latency_ms,

@@ -135,6 +135,9 @@ async def test_whole_turn_runs_every_agent_in_order(live_stack: LiveStack, live_
         assert run.completion_tokens, agent
         assert run.latency_ms is not None, agent
         assert run.prompt_version_id is not None
+        # What each prompt cost against its budget, and the shared prefix's part of it.
+        assert run.context_tokens, agent
+        assert 0 < run.context_dropped["shared_tokens"] < run.context_tokens, agent
 
     # Shadow finished before any specialist started; the three overlapped.
     trio = [runs[(a, 1)] for a in ("persona", "plasticity", "stability")]
