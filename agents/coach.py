@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -206,14 +206,20 @@ def coach_end(
             services.degraded_notice_emit(turn_id=call.turn_id, reason="coach_failed")
 
 
-async def coach_stream(turn_id: int) -> None:
-    """Generate the Coach reply for a turn and relay it to the session's group."""
+async def coach_stream(turn_id: int, *, on_prepared: Callable[[], None] | None = None) -> None:
+    """Generate the Coach reply for a turn and relay it to the session's group.
+
+    `on_prepared` is called once Coach's request is ready (or Coach cannot run): by then the
+    turn's shared prefix is built and stored, so the canvas started there does not build it again."""
     try:
         call = await database_sync_to_async(coach_prepare)(turn_id=turn_id)
     except Exception:
         # Coach could not even start (configuration, database): the full answer still comes.
         logger.exception("coach could not start on turn %s", turn_id)
         call = None
+    finally:
+        if on_prepared is not None:
+            on_prepared()
     if call is None:
         await degraded_notice_if_open(turn_id)
         await database_sync_to_async(services.turn_canvas_after_coach)(turn_id=turn_id)

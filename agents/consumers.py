@@ -49,6 +49,10 @@ async def _expire_after_deadline(turn_id: int, deadline: float) -> None:
     await database_sync_to_async(services.turn_expire)(turn_id=turn_id)
 
 
+def _pipeline_start_soon(turn_id: int) -> None:
+    _spawn(_pipeline_start(turn_id))
+
+
 async def _pipeline_start(turn_id: int) -> None:
     await asyncio.get_running_loop().run_in_executor(None, functools.partial(services.pipeline_start, turn_id=turn_id))
 
@@ -150,15 +154,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
             # A re-sent message: acknowledge it again, run nothing twice.
             await self.send_event(result.event)
             return
-        task = _spawn(coach_stream(result.turn_id))
-        _COACH_TASKS[result.turn_id] = task
-        task.add_done_callback(functools.partial(_forget_coach, result.turn_id))
-        _spawn(_expire_after_deadline(result.turn_id, time.time() + settings.COACHING_TURN_DEADLINE_S))
-        if result.pipeline_due:
-            # Off the database thread, so Coach's setup (queued there) and the canvas's
-            # publishing run side by side; and not awaited, so this handler returns and the
-            # consumer relays the turn's events (message.accepted first) while it publishes.
-            _spawn(_pipeline_start(result.turn_id))
+        turn_id = result.turn_id
+        # The canvas is published once Coach has built the turn's shared prefix (Shadow then
+        # loads it instead of building it a second time beside Coach), from an executor thread
+        # (not the database thread Coach uses next), and without this handler waiting for it:
+        # the consumer relays the turn's events (message.accepted first) meanwhile.
+        on_prepared = functools.partial(_pipeline_start_soon, turn_id) if result.pipeline_due else None
+        task = _spawn(coach_stream(turn_id, on_prepared=on_prepared))
+        _COACH_TASKS[turn_id] = task
+        task.add_done_callback(functools.partial(_forget_coach, turn_id))
+        _spawn(_expire_after_deadline(turn_id, time.time() + settings.COACHING_TURN_DEADLINE_S))
 
     async def on_resume(self, frame: ResumeFrame) -> None:
         after_seq = frame.after_seq

@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError
 from django.db.models import Avg, Case, Count, F, FloatField, Value, When
 from django.utils import timezone
 
 from agents.context import fenced
 from agents.models import AgentRun, Prediction, PredictionStatus, Turn
 from agents.schemas import ShadowOutput
+from agents.transactions import bookkeeping_atomic
 
 # Open predictions offered to Shadow per turn: the newest few; the list is part of its prompt.
 OFFERED_PER_TURN = 5
@@ -30,7 +31,8 @@ def ledger_record(*, turn: Turn, shadow: ShadowOutput, run: AgentRun) -> Predict
     made_at = timezone.now()
     prediction = shadow.follow_through
     try:
-        with transaction.atomic():
+        # Bookkeeping, like the blackboard version written beside it (transactions.py).
+        with bookkeeping_atomic():
             return Prediction.objects.create(
                 coachee_id=turn.session.coachee_id,
                 turn=turn,
@@ -73,16 +75,19 @@ def resolution_instructions(open_predictions: list[Prediction]) -> str:
 def resolutions_apply(*, turn: Turn, shadow: ShadowOutput) -> int:
     """Close the predictions Shadow resolved; an already-resolved one is left as it was."""
     resolved = 0
-    for resolution in shadow.resolutions:
-        resolved += Prediction.objects.filter(
-            pk=resolution.prediction_id, coachee_id=turn.session.coachee_id, status=PredictionStatus.OPEN
-        ).update(
-            status=PredictionStatus.RESOLVED,
-            outcome=resolution.done,
-            resolved_at=timezone.now(),
-            resolved_by_turn=turn,
-            resolution_note=resolution.evidence[:200],
-        )
+    if not shadow.resolutions:
+        return 0
+    with bookkeeping_atomic():
+        for resolution in shadow.resolutions:
+            resolved += Prediction.objects.filter(
+                pk=resolution.prediction_id, coachee_id=turn.session.coachee_id, status=PredictionStatus.OPEN
+            ).update(
+                status=PredictionStatus.RESOLVED,
+                outcome=resolution.done,
+                resolved_at=timezone.now(),
+                resolved_by_turn=turn,
+                resolution_note=resolution.evidence[:200],
+            )
     return resolved
 
 

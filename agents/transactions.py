@@ -2,10 +2,11 @@
 
 PostgreSQL waits for its write-ahead log to reach the disk on every commit, about 4 ms on
 this kind of machine (p95 8 ms), and a turn commits dozens of times. Bookkeeping -- agent
-runs in progress and their outputs, the shared prompt, the brief, blackboard versions --
-can commit without that wait (`synchronous_commit = off`): a crash of PostgreSQL itself may
-lose its last fraction of a second of such commits, never corrupt them, and any later
-durable commit flushes them too. An interrupted turn is re-run or ends with the fallback.
+runs in progress and their outputs, the shared prompt, the brief, blackboard versions,
+prediction ledger rows -- can commit without that wait (`synchronous_commit = off`): a crash
+of PostgreSQL itself may lose its last fraction of a second of such commits, never corrupt
+them, and any later durable commit flushes them too. An interrupted turn is re-run or ends
+with the fallback.
 
 What is never written this way: the coachee's messages (accepted before they are
 acknowledged), delivered replies, safety notices, account changes.

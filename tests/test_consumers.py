@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -27,8 +28,9 @@ def no_pipeline(monkeypatch: pytest.MonkeyPatch, seeded_tx: None) -> list[int]:
     started: list[int] = []
     monkeypatch.setattr(services, "_start_pipeline", started.append)
 
-    async def no_coach(turn_id: int) -> None:
-        return None
+    async def no_coach(turn_id: int, *, on_prepared: Callable[[], None] | None = None) -> None:
+        if on_prepared is not None:
+            on_prepared()  # what Coach does once its request is ready: the canvas starts
 
     monkeypatch.setattr("agents.consumers.coach_stream", no_coach)
     return started
