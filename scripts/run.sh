@@ -69,12 +69,16 @@ else
 fi
 "$PY" manage.py check --fail-level ERROR >/dev/null
 
-say "starting the Celery worker (thread pool)"
-# -B: the embedded beat scheduler (retention pruning); run `celery beat` separately at scale.
+say "starting the Celery worker (thread pool) and Celery beat"
 : >"$RUN_DIR/worker.log"
-supervise "the Celery worker" "$RUN_DIR/worker.log" "$VENV/bin/celery" -A coaching_site worker -B \
-  -s "$RUN_DIR/celerybeat-schedule" -P threads -c "${CELERY_CONCURRENCY:-16}" -l INFO --without-gossip \
-  --without-mingle &
+supervise "the Celery worker" "$RUN_DIR/worker.log" "$VENV/bin/celery" -A coaching_site worker -P threads \
+  -c "${CELERY_CONCURRENCY:-16}" -l INFO --without-gossip --without-mingle &
+pids+=($!)
+# Beat (sweeper, idle-session summaries, retention) as its own process, not the worker's -B
+# child: a worker killed with its beat inside would leave the beat running beside the new one.
+: >"$RUN_DIR/beat.log"
+supervise "Celery beat" "$RUN_DIR/beat.log" "$VENV/bin/celery" -A coaching_site beat \
+  -s "$RUN_DIR/celerybeat-schedule" -l INFO &
 pids+=($!)
 
 say "starting Daphne on port $PORT"
@@ -84,7 +88,7 @@ pids+=($!)
 wait_http "http://127.0.0.1:$PORT/healthz" 60 "Daphne"
 
 "$PY" manage.py seed_demo --base-url "http://127.0.0.1:$PORT"
-say "running; logs in .run/ (web.log, worker.log, llm.log). Ctrl-C stops everything."
+say "running; logs in .run/ (web.log, worker.log, beat.log, llm.log). Ctrl-C stops everything."
 # The worker and Daphne are restarted by their supervise loops; only the model server's exit ends the run.
 wait -n "${pids[@]}"
 die "a process exited; see the logs in .run/"
