@@ -134,8 +134,9 @@ class AcceptResult:
     message_id: int
     created: bool
     event: dict[str, Any]
-    # The caller starts the Celery canvas now (pipeline_start), beside Coach. False when the
-    # canvas waits for Coach (one shared single-slot endpoint) or the message was a re-send.
+    # The caller starts the Celery canvas (pipeline_start) once Coach has prepared its request.
+    # False when the canvas waits for Coach's whole reply (one shared single-slot endpoint) or
+    # the message was a re-send.
     pipeline_due: bool = False
 
 
