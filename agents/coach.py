@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from agents import safety, services, tokens
+from agents import safety, selectors, services, tokens
 from agents.context import agent_messages
 from agents.llm.client import EndpointSpec, StreamState, chat_stream
 from agents.llm.errors import LLMError
@@ -72,18 +72,10 @@ class CoachCall:
 
 def previous_blocked_moves(turn: Turn) -> list[str]:
     """What Stability blocked on this coachee's previous turn, so the fast path is not blind."""
-    run = (
-        AgentRun.objects.filter(
-            agent=Agent.STABILITY,
-            status=RunStatus.SUCCEEDED,
-            turn__session__coachee_id=turn.session.coachee_id,
-            turn__started_at__lt=turn.started_at,
-        )
-        .order_by("-turn__started_at")
-        .only("parsed_output")
-        .first()
+    stability = selectors.previous_output(
+        coachee_id=turn.session.coachee_id, agent=Agent.STABILITY, before=turn.started_at
     )
-    return list(run.parsed_output.get("blocked_moves", [])) if run and run.parsed_output else []
+    return list((stability or {}).get("blocked_moves", []))
 
 
 def coach_prepare(*, turn_id: int) -> CoachCall | None:

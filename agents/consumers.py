@@ -50,11 +50,7 @@ async def _expire_after_deadline(turn_id: int, deadline: float) -> None:
 
 
 def _pipeline_start_soon(turn_id: int) -> None:
-    _spawn(_pipeline_start(turn_id))
-
-
-async def _pipeline_start(turn_id: int) -> None:
-    await asyncio.get_running_loop().run_in_executor(None, functools.partial(services.pipeline_start, turn_id=turn_id))
+    _spawn(asyncio.to_thread(services.pipeline_start, turn_id=turn_id))
 
 
 class ChatConsumer(AsyncWebsocketConsumer):

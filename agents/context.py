@@ -37,17 +37,15 @@ from typing import Any
 from django.db.models import F, Window
 from django.db.models.functions import RowNumber
 
-from agents import blackboard
+from agents import blackboard, selectors
 from agents.models import (
     Agent,
     AgentConfig,
-    AgentRun,
     CoachingSession,
     Message,
     Prediction,
     PredictionStatus,
     Role,
-    RunStatus,
     SessionSummary,
     SummaryScope,
     SummaryStatus,
@@ -241,18 +239,8 @@ def load_sources(turn: Turn) -> Sources:
         .order_by("-made_at")
         .only("id", "commitment", "due_at", "probability", "turn_id")[:PINNED_COMMITMENTS]
     )
-    stability = (
-        AgentRun.objects.filter(
-            agent=Agent.STABILITY,
-            status=RunStatus.SUCCEEDED,
-            turn__session__coachee_id=coachee_id,
-            turn__started_at__lt=turn.started_at,
-        )
-        .order_by("-turn__started_at")
-        .only("parsed_output")
-        .first()
-    )
-    blocked = list((stability.parsed_output or {}).get("blocked_moves", [])) if stability else []
+    stability = selectors.previous_output(coachee_id=coachee_id, agent=Agent.STABILITY, before=turn.started_at)
+    blocked = list((stability or {}).get("blocked_moves", []))
     return Sources(
         history=history,
         earlier=earlier,

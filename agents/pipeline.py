@@ -22,7 +22,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
-from agents import blackboard, compaction, predictions, safety, services, tokens
+from agents import blackboard, compaction, predictions, safety, selectors, services, tokens
 from agents.arbitration import Arbitration, MoveInfo, arbitrate, arbitrate_crisis, render_brief
 from agents.context import SharedContext, agent_messages, build_shared_context, fence, shared_budget
 from agents.llm.client import Completion, EndpointSpec, chat_complete
@@ -472,11 +472,6 @@ def output_as(outputs: dict[str, AgentOutput], agent: str, schema: type[OutputT]
     return output if isinstance(output, schema) else None
 
 
-def succeeded_as(turn: Turn, agent: str, schema: type[OutputT]) -> OutputT | None:
-    output = succeeded_output(turn, agent)
-    return output if isinstance(output, schema) else None
-
-
 # --- Stages ------------------------------------------------------------------------------
 
 
@@ -551,20 +546,10 @@ def shadow_findings_text(turn: Turn) -> str:
 
 
 def latest_persona_profile(turn: Turn) -> str:
-    run = (
-        AgentRun.objects.filter(
-            agent=Agent.PERSONA,
-            status=RunStatus.SUCCEEDED,
-            turn__session__coachee_id=turn.session.coachee_id,
-            turn__started_at__lt=turn.started_at,
-        )
-        .order_by("-turn__started_at")
-        .only("parsed_output")
-        .first()
-    )
-    if run is None or not run.parsed_output:
+    persona = selectors.previous_output(coachee_id=turn.session.coachee_id, agent=Agent.PERSONA, before=turn.started_at)
+    if persona is None:
         return "(none yet)"
-    ocean = run.parsed_output.get("ocean", {})
+    ocean = persona.get("ocean", {})
     return ", ".join(f"{trait} {score['score']}±{score['uncertainty']}" for trait, score in ocean.items())
 
 

@@ -1,10 +1,11 @@
 """Reads for pages and sockets."""
 
+from datetime import datetime
 from typing import Any
 
 from django.db.models import OuterRef, QuerySet, Subquery
 
-from agents.models import BlackboardVersion, CoachingSession, Message, Role, SessionEvent
+from agents.models import AgentRun, BlackboardVersion, CoachingSession, Message, Role, RunStatus, SessionEvent
 
 FIRST_WORDS_CHARS = 80
 
@@ -31,3 +32,17 @@ def last_seq(*, session_id: int) -> int:
 def blackboard_of(*, coachee_id: int) -> dict[str, Any] | None:
     latest = BlackboardVersion.objects.filter(coachee_id=coachee_id).order_by("-version").only("data").first()
     return latest.data if latest else None
+
+
+def previous_output(*, coachee_id: int, agent: str, before: datetime) -> dict[str, Any] | None:
+    """The parsed output of `agent`'s latest successful run for this coachee in a turn that
+    started before `before` (a blocked-moves or profile carry-over from the previous turn)."""
+    run = (
+        AgentRun.objects.filter(
+            agent=agent, status=RunStatus.SUCCEEDED, turn__session__coachee_id=coachee_id, turn__started_at__lt=before
+        )
+        .order_by("-turn__started_at")
+        .only("parsed_output")
+        .first()
+    )
+    return run.parsed_output if run and run.parsed_output else None

@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, expect
 
 from agents import services
-from agents.models import Message, Role, Turn, TurnStatus
+from agents.models import Message, Role, SessionEvent, Turn, TurnStatus
 from tests.browser_support import (
     FAKE_SOCKET_JS,
     TURN_MS,
@@ -467,3 +467,24 @@ def _other_coachees_socket(context: BrowserContext, live_stack: LiveStack) -> di
 def test_another_coachees_session_and_socket_are_refused(context: BrowserContext, live_stack: LiveStack) -> None:
     result = _other_coachees_socket(context, live_stack)
     assert result["code"] == 4403
+
+
+def test_a_failing_model_server_shows_the_degraded_notice(
+    context: BrowserContext, live_stack: LiveStack, live_sim: Any
+) -> None:
+    """A coachee whose model endpoint fails sees, in plain words, that their message is saved
+    and the answer will be shorter; the end of the turn adds to the notice, it does not replace it."""
+    # Coach's stream fails (and the server keeps failing, so the breaker opens).
+    live_sim.configure(default={"fault": "http_500"})
+    session_id = coachee_with_session("dee")
+    page, errors = open_chat(context, live_stack, "dee", session_id)
+    send(page, "Why do I stall?")
+    notice = page.locator("#notice")
+    expect(notice).to_contain_text("unavailable", timeout=15_000)
+    expect(notice).to_contain_text("saved")
+    screenshot(page, "7-degraded-notice")
+    wait_turn_done(page)
+    expect(notice).to_contain_text("unavailable")
+    expect(notice).to_contain_text("could not be prepared")
+    assert SessionEvent.objects.filter(session_id=session_id, type="service.degraded").count() == 1
+    assert errors == []

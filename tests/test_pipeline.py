@@ -558,7 +558,7 @@ def test_shadow_output_round_trips_through_the_run(turn: Turn, sim: SimulatorSer
     # What a redelivered step reads back is what was validated the first time.
     sim.configure(agents={"shadow": {"script": [shadow_script(turn)]}})
     pipeline.shadow_step(turn_id=turn.pk)
-    output = pipeline.succeeded_as(turn, "shadow", ShadowOutput)
+    output = pipeline.output_as(pipeline.succeeded_outputs(turn), "shadow", ShadowOutput)
     assert output is not None
     assert output.pattern_class == "procrastination"
     assert output.stated_goals[0].evidence == [turn.user_message_id]

@@ -279,6 +279,20 @@ async def wait_for_trio_in_flight(sim: Any, timeout_s: float = 30) -> None:
     raise TimeoutError("the trio never started")
 
 
+async def first_turn_with_trio_in_flight(
+    convo: Conversation, sim: Any, *, after: str = "message.accepted"
+) -> tuple[ChatClient, int]:
+    """Send the first message, wait for the `after` event and for the trio's model calls to be
+    in flight: the moment each fault is injected. Returns the client and the turn."""
+    client = await convo.connect()
+    await client.send({"type": "user.message", "client_id": "c-1", "text": TEXT})
+    await client.until(lambda e: e["type"] == after)
+    await wait_for_trio_in_flight(sim)
+    turn_id = convo.turn_id()
+    assert turn_id is not None
+    return client, turn_id
+
+
 def synth_reply(convo: Conversation, turn_id: int) -> dict[str, Any]:
     return next(e for e in convo.events if e["type"] == "synth.done" and e["turn_id"] == turn_id)
 
@@ -302,16 +316,11 @@ async def test_a_worker_killed_during_the_trio_is_replaced_and_the_trio_redelive
     )
     live_sim.configure(agents=SLOW_TRIO)
     convo = await conversation(stack, "kill-worker")
-    client = await convo.connect()
-    await client.send({"type": "user.message", "client_id": "c-1", "text": TEXT})
-    await client.until(lambda e: e["type"] == "message.accepted")
-    await wait_for_trio_in_flight(live_sim)
+    client, turn_id = await first_turn_with_trio_in_flight(convo, live_sim)
     stack.workers[0].send_signal(signal.SIGKILL)
     stack.workers[0].wait(timeout=10)
     killed_at = time.monotonic()
     await asyncio.to_thread(stack.start_worker)
-    turn_id = convo.turn_id()
-    assert turn_id is not None
     await convo.until_turn_done(client, turn_id, timeout_s=60)
     await client.__aexit__()
     await finish(convo, turn_id, timeout_s=30)
@@ -330,12 +339,7 @@ async def test_redis_restarted_mid_turn(make_stack: Any, live_sim: Any) -> None:
     stack = await asyncio.to_thread(make_stack, "redisrestart", deadline_s=20)
     live_sim.configure(agents=SLOW_TRIO)
     convo = await conversation(stack, "redis-restart")
-    client = await convo.connect()
-    await client.send({"type": "user.message", "client_id": "c-1", "text": TEXT})
-    await client.until(lambda e: e["type"] == "message.accepted")
-    await wait_for_trio_in_flight(live_sim)
-    turn_id = convo.turn_id()
-    assert turn_id is not None
+    client, turn_id = await first_turn_with_trio_in_flight(convo, live_sim)
     await asyncio.to_thread(stack.stop_redis)  # everything in Redis is lost
     await asyncio.sleep(1.0)
     await asyncio.to_thread(stack.start_redis)
@@ -371,12 +375,7 @@ async def test_daphne_restarted_while_a_client_is_connected(make_stack: Any, liv
     stack = await asyncio.to_thread(make_stack, "daphnerestart", deadline_s=25)
     live_sim.configure(agents=SLOW_TRIO)
     convo = await conversation(stack, "daphne-restart")
-    client = await convo.connect()
-    await client.send({"type": "user.message", "client_id": "c-1", "text": TEXT})
-    await client.until(lambda e: e["type"] == "coach.done")
-    await wait_for_trio_in_flight(live_sim)
-    turn_id = convo.turn_id()
-    assert turn_id is not None
+    client, turn_id = await first_turn_with_trio_in_flight(convo, live_sim, after="coach.done")
     await asyncio.to_thread(stack.stop_web)
     seen_before = convo.last_seq
     with suppress(Exception):
