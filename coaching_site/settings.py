@@ -36,6 +36,8 @@ def env_list(name: str, default: str) -> list[str]:
 
 def database_from_url(url: str) -> dict[str, object]:
     parsed = urlparse(url)
+    # Enough for a Celery worker's threads (-c 32 in the benchmark) plus its other threads.
+    pool_max_size = env_int("DATABASE_POOL_MAX_SIZE", 40)
     return {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": unquote(parsed.path.lstrip("/")),
@@ -43,10 +45,15 @@ def database_from_url(url: str) -> dict[str, object]:
         "PASSWORD": unquote(parsed.password or ""),
         "HOST": parsed.hostname or "",
         "PORT": str(parsed.port or ""),
-        # Persistent connections: Daphne and the Celery thread pool reuse them across
-        # requests and tasks instead of paying a connect per turn.
-        "CONN_MAX_AGE": env_int("DATABASE_CONN_MAX_AGE", 60),
+        # A connection pool per process (Django's psycopg_pool support). Celery 5.7 closes a
+        # worker's connections after every task (celery#9824): without a pool each task paid a
+        # new PostgreSQL backend (5-9 ms, on the turn's critical path at every stage); with it,
+        # close() hands the connection back. Health checks: the pool pings before lending one.
+        # A pool excludes persistent connections (CONN_MAX_AGE), which it replaces.
+        # DATABASE_POOL_MAX_SIZE=0 turns it off (e.g. behind PgBouncer in transaction mode).
+        "CONN_MAX_AGE": 0 if pool_max_size else env_int("DATABASE_CONN_MAX_AGE", 60),
         "CONN_HEALTH_CHECKS": True,
+        "OPTIONS": {"pool": {"min_size": 1, "max_size": pool_max_size, "timeout": 10.0}} if pool_max_size else {},
     }
 
 
