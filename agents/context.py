@@ -116,7 +116,7 @@ ROLE_LABELS = {Role.USER: "coachee", Role.COACH: "coach", Role.SYNTH: "coach (fu
 @dataclass
 class SharedContext:
     text: str
-    tokens: int
+    tokens: int  # as budgeted: at or a little above the model's count of `text`
     message_ids: list[int]  # coachee messages the agents may cite as evidence
     dropped: dict[str, Any] = field(default_factory=dict)
 
@@ -399,7 +399,11 @@ def build_shared_context(turn: Turn, *, budget: int, counter: Counter | None = N
         dropped["sessions_without_verified_summary"] = unverified
     return SharedContext(
         text=text,
-        tokens=counter.count(text),
+        # As budgeted: the parts' own counts plus the allowance for headings and line breaks,
+        # a little above the text's own count. Counting the joined text again would cost a
+        # tokenize round trip before Coach's first token; each call's exact count is recorded
+        # after it (the server's usage).
+        tokens=used,
         message_ids=[m.id for m in kept_history if m.role == Role.USER],
         dropped=dropped,
     )

@@ -21,6 +21,7 @@ import logging
 import os
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from threading import Lock
 from typing import Any
@@ -47,6 +48,8 @@ TOKENIZE_TIMEOUT_S = 1.0
 TOKENIZE_RETRY_AFTER_S = 300
 CACHE_TTL_S = 7 * 24 * 3600
 LRU_SIZE = 4096
+# Texts counted at once by one process (a turn has a few new ones; a server answers them in parallel).
+COUNT_CONCURRENCY = 4
 
 
 def estimate_tokens(text: str) -> int:
@@ -136,10 +139,30 @@ def _http_client() -> httpx.Client:
         return _http[1]
 
 
+_pool_lock = Lock()
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool[0] != os.getpid():
+            _pool = (os.getpid(), ThreadPoolExecutor(max_workers=COUNT_CONCURRENCY, thread_name_prefix="tokenize"))
+        return _pool[1]
+
+
+def _server_counts(spec: EndpointSpec, texts: list[str]) -> list[int | None]:
+    """The server's counts of several texts, asked at once: a turn's new texts (its head, the
+    newest messages) cost one round trip instead of one each, before Coach's first token."""
+    if not _routes(spec, "") or not settings.COACHING_LLM_ALLOW_REQUESTS or cache.get(_down_key(spec)):
+        return [None] * len(texts)
+    if len(texts) == 1:
+        return [_server_count(spec, texts[0])]
+    return list(_executor().map(functools.partial(_server_count, spec), texts))
+
+
 def _server_count(spec: EndpointSpec, text: str) -> int | None:
     routes = _routes(spec, text)
-    if not routes or not settings.COACHING_LLM_ALLOW_REQUESTS or cache.get(_down_key(spec)):
-        return None
     known = _working_route.get((spec.kind, spec.base_url))
     routes.sort(key=lambda route: route[0] != known)
     for url, body in routes:
@@ -174,17 +197,18 @@ def count_many(spec: EndpointSpec | None, texts: Sequence[str]) -> list[int]:
     missing = [i for i in keys if i not in counts]
     if missing:
         found = cache.get_many([keys[i] for i in missing])
-        fresh: dict[str, int] = {}
         for i in missing:
-            value = found.get(keys[i])
+            if found.get(keys[i]) is not None:
+                counts[i] = int(found[keys[i]])
+                _lru.put(keys[i], counts[i])
+        unknown = [i for i in missing if i not in counts]
+        fresh: dict[str, int] = {}
+        for i, value in zip(unknown, _server_counts(spec, [texts[i] for i in unknown]), strict=True):
             if value is None:
-                value = _server_count(spec, texts[i])
-                if value is None:
-                    counts[i] = estimate_tokens(texts[i])  # not cached: the server may come back
-                    continue
-                fresh[keys[i]] = value
-            counts[i] = int(value)
-            _lru.put(keys[i], int(value))
+                counts[i] = estimate_tokens(texts[i])  # not cached: the server may come back
+                continue
+            counts[i] = fresh[keys[i]] = value
+            _lru.put(keys[i], value)
         if fresh:
             cache.set_many(fresh, timeout=CACHE_TTL_S)
     return [counts[i] for i in range(len(texts))]
