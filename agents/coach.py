@@ -21,14 +21,13 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from agents import safety, selectors, services, tokens
+from agents import safety, selectors, services, tokens, turn_cache
 from agents.context import agent_messages
 from agents.llm.client import EndpointSpec, StreamState, chat_stream
 from agents.llm.errors import LLMError
 from agents.llm.schema import extra_body_for
 from agents.models import (
     Agent,
-    AgentConfig,
     AgentRun,
     Message,
     MessageStatus,
@@ -36,7 +35,7 @@ from agents.models import (
     RunStatus,
     Turn,
 )
-from agents.pipeline import active_prompt, catalog_text, load_turn, move_catalog, request_headers, turn_shared_context
+from agents.pipeline import catalog_text, load_turn, request_headers, turn_shared_context
 from agents.prompts import render_prompt
 from agents.transactions import bookkeeping_atomic
 
@@ -81,14 +80,17 @@ def previous_blocked_moves(turn: Turn) -> list[str]:
 def coach_prepare(*, turn_id: int) -> CoachCall | None:
     """Everything Coach's request needs, read from the database (nothing is written but the
     turn's shared prompt, when Coach is the first to build it). None when Coach does not run."""
-    turn = load_turn(turn_id)
-    config = AgentConfig.objects.select_related("endpoint").get(agent=Agent.COACH)
+    turn = turn_cache.running_turn(turn_id, load_turn)
+    if turn is None:
+        return None
+    setup = turn_cache.setup_for(turn.pk)
+    config = setup.config(Agent.COACH)
     if not config.enabled or turn.coach_message_id is not None:
         return None
-    prompt = active_prompt(Agent.COACH)
+    prompt = setup.prompt(Agent.COACH)
     shared = turn_shared_context(turn)
     blocked = previous_blocked_moves(turn)
-    values = {"blocked_moves": catalog_text(move_catalog(), blocked) if blocked else "none"}
+    values = {"blocked_moves": catalog_text(setup.catalog, blocked) if blocked else "none"}
     spec = EndpointSpec.from_endpoint(config.endpoint)
     return CoachCall(
         turn_id=turn.pk,

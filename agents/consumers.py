@@ -151,9 +151,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.send_event(result.event)
             return
         turn_id = result.turn_id
-        # The canvas is published once Coach has built the turn's shared prefix (Shadow then
-        # loads it instead of building it a second time beside Coach), from an executor thread
-        # (not the database thread Coach uses next), and without this handler waiting for it:
+        # The canvas is queued once Coach has built the turn's shared prefix (Shadow then
+        # loads it instead of building it a second time beside Coach: on two cores that
+        # competition slowed Coach more than it sped up Shadow), from an executor thread (not
+        # the database thread Coach uses next), and without this handler waiting for it:
         # the consumer relays the turn's events (message.accepted first) meanwhile.
         on_prepared = functools.partial(_pipeline_start_soon, turn_id) if result.pipeline_due else None
         task = _spawn(coach_stream(turn_id, on_prepared=on_prepared))

@@ -9,11 +9,15 @@ turn's critical path (benchmark probe: 5.4 ms per send against 0.9 ms through on
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import threading
+from concurrent.futures import Future
 from typing import Any
 
 from channels.layers import get_channel_layer
+
+logger = logging.getLogger(__name__)
 
 # A send that takes longer than this has failed: the event is persisted and replayed on resume.
 SEND_TIMEOUT_S = 5.0
@@ -40,3 +44,19 @@ def group_send_sync(group: str, message: dict[str, Any]) -> None:
     if layer is None:
         return
     asyncio.run_coroutine_threadsafe(layer.group_send(group, message), _sender_loop()).result(timeout=SEND_TIMEOUT_S)
+
+
+def group_send_soon(group: str, message: dict[str, Any]) -> None:
+    """Send without waiting for it: for live-only events (agent progress) that a resuming client
+    gets from the database anyway, so a step does not wait a Redis round trip before its model
+    call. Sends from one thread start in the order they were made; a failure is logged."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    future = asyncio.run_coroutine_threadsafe(layer.group_send(group, message), _sender_loop())
+    future.add_done_callback(_log_failure)
+
+
+def _log_failure(future: Future[None]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        logger.warning("channel layer send failed: %r", future.exception())

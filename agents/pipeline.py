@@ -22,7 +22,17 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
-from agents import blackboard, compaction, predictions, safety, selectors, services, tokens
+from agents import (
+    blackboard,
+    compaction,
+    predictions,
+    safety,
+    selectors,
+    services,
+    tokens,
+    transactions,
+    turn_cache,
+)
 from agents.arbitration import Arbitration, MoveInfo, arbitrate, arbitrate_crisis, render_brief
 from agents.context import SharedContext, agent_messages, build_shared_context, fence, shared_budget
 from agents.llm.client import Completion, EndpointSpec, chat_complete
@@ -105,7 +115,7 @@ def turn_shared_context(turn: Turn) -> SharedContext:
             message_ids=list(turn.shared_message_ids),
             dropped=dict(turn.shared_dropped),
         )
-    configs = list(AgentConfig.objects.select_related("endpoint"))
+    configs = list(turn_cache.setup_for(turn.pk).configs.values())
     # Counted with the tokenizer of Shadow's model: Shadow runs first and warms the prefix cache.
     shadow = next((c for c in configs if c.agent == Agent.SHADOW), None)
     counter = tokens.counter_for(EndpointSpec.from_endpoint(shadow.endpoint) if shadow else None)
@@ -288,8 +298,8 @@ def run_json_agent(
     """Run one JSON agent once per (turn, agent, round), recording everything on its AgentRun,
     including the inputs a replay needs (placeholder values, additions, allowed values)."""
     schema = OUTPUT_SCHEMAS[agent]
-    config = AgentConfig.objects.select_related("endpoint").get(agent=agent)
-    prompt = active_prompt(agent)
+    setup = turn_cache.setup_for(turn.pk)
+    config, prompt = setup.config(agent), setup.prompt(agent)
     inputs = {
         "prompt_version": prompt,
         "endpoint": config.endpoint,
@@ -329,6 +339,7 @@ def run_json_agent(
         return _record_failure(run, turn, started, f"prompt v{prompt.version} cannot be filled: {exc}", attempts=0)
 
     messages = agent_messages(shared, instructions)
+    transactions.db_release()  # not held through the model call
     answer = complete_structured(
         agent=agent,
         config=config,
@@ -419,6 +430,23 @@ def agent_run_replay(*, run: AgentRun, prompt_body: str, timeout_s: float = 120.
     return ReplayResult(run.pk, answer, int((time.monotonic() - started) * 1000))
 
 
+# What a run's end writes (its inputs were written when it started): the UPDATE stays small.
+FINISHED_RUN_FIELDS = [
+    "status",
+    "attempts",
+    "prompt_tokens",
+    "completion_tokens",
+    "context_tokens",
+    "context_dropped",
+    "raw_output",
+    "parsed_output",
+    "validation_errors",
+    "error",
+    "finished_at",
+    "latency_ms",
+]
+
+
 def _finish_run(
     run: AgentRun,
     started: float,
@@ -436,7 +464,7 @@ def _finish_run(
     run.finished_at = timezone.now()
     run.latency_ms = int((time.monotonic() - started) * 1000)
     with bookkeeping_atomic():
-        run.save()
+        run.save(update_fields=FINISHED_RUN_FIELDS)
 
 
 def _record_failure(run: AgentRun, turn: Turn, started: float, error: str, *, attempts: int) -> JsonCallResult:
@@ -446,15 +474,20 @@ def _record_failure(run: AgentRun, turn: Turn, started: float, error: str, *, at
     run.finished_at = timezone.now()
     run.latency_ms = int((time.monotonic() - started) * 1000)
     with bookkeeping_atomic():
-        run.save()
+        run.save(update_fields=FINISHED_RUN_FIELDS)
     logger.warning("agent %s failed on turn %s: %s", run.agent, turn.pk, error[:300])
     services.agent_status_emit(turn=turn, agent=run.agent, state="failed", ms=run.latency_ms)
     return JsonCallResult(None, run)
 
 
 def succeeded_output(turn: Turn, agent: str, round: int = 1) -> AgentOutput | None:
-    run = AgentRun.objects.filter(turn=turn, agent=agent, round=round, status=RunStatus.SUCCEEDED).first()
-    return OUTPUT_SCHEMAS[agent].model_validate(run.parsed_output) if run else None
+    # Only the parsed output: the row's inputs and raw reply are not needed here.
+    parsed = (
+        AgentRun.objects.filter(turn=turn, agent=agent, round=round, status=RunStatus.SUCCEEDED)
+        .values_list("parsed_output", flat=True)
+        .first()
+    )
+    return OUTPUT_SCHEMAS[agent].model_validate(parsed) if parsed is not None else None
 
 
 def succeeded_outputs(turn: Turn) -> dict[str, AgentOutput]:
@@ -481,10 +514,11 @@ def turn_is_running(turn_id: int) -> Turn | None:
 
 
 def shadow_step(*, turn_id: int) -> str:
-    turn = turn_is_running(turn_id)
+    turn = turn_cache.running_turn(turn_id, load_turn)
     if turn is None:
         return "skipped"
     shared = turn_shared_context(turn)
+    turn_cache.turn_remember(turn)  # the trio reads the same row, prefix included
     # Predictions from earlier sessions that the coachee may now report on (Shadow's own part).
     open_predictions = predictions.open_for_resolution(turn=turn)
     result = run_json_agent(
@@ -500,6 +534,7 @@ def shadow_step(*, turn_id: int) -> str:
         blackboard_write(turn=turn, shadow=result.output, run=result.run)
         predictions.ledger_record(turn=turn, shadow=result.output, run=result.run)
         predictions.resolutions_apply(turn=turn, shadow=result.output)
+        turn_cache.output_remember(turn.pk, Agent.SHADOW, result.output)  # for the trio, if here
     return result.run.status
 
 
@@ -532,7 +567,7 @@ def blackboard_write(*, turn: Turn, shadow: ShadowOutput, run: AgentRun) -> Blac
 
 
 def shadow_findings_text(turn: Turn) -> str:
-    shadow = succeeded_output(turn, Agent.SHADOW)
+    shadow = turn_cache.output_for(turn.pk, Agent.SHADOW) or succeeded_output(turn, Agent.SHADOW)
     if not isinstance(shadow, ShadowOutput):
         return "Shadow's findings for this message: (not available)"
     return "\n".join(
@@ -556,17 +591,17 @@ def latest_persona_profile(turn: Turn) -> str:
 def specialist_step(*, turn_id: int, agent: str) -> str:
     if agent not in SPECIALISTS:
         raise ValueError(f"{agent} is not a specialist")
-    turn = turn_is_running(turn_id)
+    turn = turn_cache.running_turn(turn_id, load_turn)  # kept by Shadow when it ran in this process
     if turn is None:
         return "skipped"
     shared = turn_shared_context(turn)
-    catalog = move_catalog()
+    catalog = turn_cache.setup_for(turn.pk).catalog
     values: dict[str, str] = {}
-    enums: dict[str, list[Any]] = {"message_ids": shared.message_ids, "moves": list(catalog)}
     if agent == Agent.PLASTICITY:
         values = {"moves": catalog_text(catalog), "persona_profile": latest_persona_profile(turn)}
     elif agent == Agent.STABILITY:
         values = {"moves": catalog_text(catalog)}
+    enums: dict[str, list[Any]] = {"message_ids": shared.message_ids, "moves": list(catalog)}
     result = run_json_agent(
         turn=turn,
         agent=agent,
@@ -700,7 +735,7 @@ def synth_step(*, turn_id: int) -> str:
     if turn is None:
         return "skipped"
     shared = turn_shared_context(turn)
-    catalog = move_catalog()
+    catalog = turn_cache.setup_for(turn.pk).catalog
     outputs = succeeded_outputs(turn)
     arbitration = arbitration_for(turn, catalog, outputs)
     brief = arbitration.brief
@@ -755,6 +790,7 @@ def synth_step(*, turn_id: int) -> str:
         flag_reason=flag_reason,
         missing=missing,
     )
+    turn_cache.forget(turn.pk)
     return "delivered" if delivered else "stale"
 
 

@@ -22,7 +22,7 @@ from django.db import connection, transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from agents import blackboard, compaction, layer, rendering, safety
+from agents import blackboard, compaction, layer, rendering, safety, turn_cache
 from agents.llm import breaker
 from agents.models import (
     AgentConfig,
@@ -143,7 +143,12 @@ class AcceptResult:
 def turn_accept(*, session_id: int, user_id: int, client_id: str, text: str) -> AcceptResult:
     """Store the coachee's message and open a turn; a re-sent client_id changes nothing."""
     with transaction.atomic():
-        session = CoachingSession.objects.select_for_update().filter(pk=session_id).first()
+        session = (
+            CoachingSession.objects.select_for_update(of=("self",))
+            .select_related("coachee")
+            .filter(pk=session_id)
+            .first()
+        )
         if session is None or session.coachee_id != user_id:
             raise PermissionDenied("not your session")
         if session.status != SessionStatus.OPEN:
@@ -171,6 +176,8 @@ def turn_accept(*, session_id: int, user_id: int, client_id: str, text: str) -> 
         match = safety.pregate(text)
         if match is not None:
             crisis_answer(turn=turn, match=match)
+    # Committed: Coach, next on this thread, starts from these rows instead of reading them again.
+    turn_cache.turn_remember(turn)
     return AcceptResult(turn.pk, message.pk, created=True, event=event, pipeline_due=not canvas_after_coach)
 
 
@@ -268,7 +275,8 @@ def agent_status_emit(*, turn: Turn, agent: str, state: str, ms: int | None = No
     """Live progress of one agent. Not persisted and without a seq: it is a view of the turn's
     AgentRun rows, which a resuming client gets as a snapshot (agent_statuses); persisting it
     cost a locked, durable transaction per event on the turn's critical path."""
-    group_send_now(turn.session_id, agent_status_event(turn_id=turn.pk, agent=agent, state=state, ms=ms))
+    event = agent_status_event(turn_id=turn.pk, agent=agent, state=state, ms=ms)
+    layer.group_send_soon(session_group(turn.session_id), {"type": event["type"], "event": event})
     if state == "failed":
         degraded_notice_if_open(turn_id=turn.pk, agents=[agent])
 

@@ -27,9 +27,10 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
 
+from agents import pipeline, services, turn_cache
 from agents.llm import breaker
 from agents.llm.simulator import SimulatorServer
-from agents.models import AgentConfig, CoachingSession, ModelEndpoint
+from agents.models import AgentConfig, CoachingSession, ModelEndpoint, Turn
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
@@ -64,6 +65,12 @@ def seed_roles() -> None:
 def _no_model_calls_by_default(settings: Any) -> None:
     # Unit tests cannot reach a model by accident; the simulator fixtures switch it on.
     settings.COACHING_LLM_ALLOW_REQUESTS = False
+
+
+@pytest.fixture(autouse=True)
+def _fresh_turn_cache() -> None:
+    # Each test sets up its own agents and prompts: nothing kept from an earlier test's turns.
+    turn_cache.clear()
 
 
 @pytest.fixture
@@ -321,3 +328,17 @@ class ChatClient:
 
 def which(name: str) -> str | None:
     return shutil.which(name)
+
+
+@pytest.fixture
+def turn(seeded: None, sim: SimulatorServer, monkeypatch: pytest.MonkeyPatch) -> Turn:
+    """A running turn for one coachee message, with every agent pointed at the simulator."""
+    monkeypatch.setattr(services, "_start_pipeline", lambda turn_id: None)
+    point_agents_at(sim.base_url)
+    sim.configure(default={"ttft_ms": 0, "tokens_per_s": 0})  # behaviour, not timing
+    user = make_coachee()
+    session = services.session_start(user_id=user.pk)
+    accepted = services.turn_accept(
+        session_id=session.pk, user_id=user.pk, client_id="c-1", text="I keep skipping my runs."
+    )
+    return pipeline.load_turn(accepted.turn_id)

@@ -30,7 +30,7 @@ from agents.models import (
     TurnStatus,
 )
 from agents.schemas import CriticOutput, ShadowOutput, SynthOutput
-from tests.conftest import CLEAN_CRITIC, make_coachee, point_agents_at
+from tests.conftest import CLEAN_CRITIC, make_coachee
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -50,20 +50,6 @@ STABILITY_BLOCKING = {
     "rationale": "Pressure would not help now.",
 }
 CRITIC_OBJECTS = {"violated_moves": [BLOCKED], "unsafe_content": [], "explanation": "It pushes hard."}
-
-
-@pytest.fixture
-def turn(seeded: None, sim: SimulatorServer, monkeypatch: pytest.MonkeyPatch) -> Turn:
-    """A running turn for one coachee message, with every agent pointed at the simulator."""
-    monkeypatch.setattr(services, "_start_pipeline", lambda turn_id: None)
-    point_agents_at(sim.base_url)
-    sim.configure(default={"ttft_ms": 0, "tokens_per_s": 0})  # behaviour, not timing
-    user = make_coachee()
-    session = services.session_start(user_id=user.pk)
-    accepted = services.turn_accept(
-        session_id=session.pk, user_id=user.pk, client_id="c-1", text="I keep skipping my runs."
-    )
-    return pipeline.load_turn(accepted.turn_id)
 
 
 def completion(content: Any, finish_reason: str | None = "stop") -> Completion:

@@ -11,7 +11,7 @@ from agents.llm.simulator import SimulatorServer
 from agents.models import Turn
 from agents.schemas import SynthOutput
 from tests.conftest import CLEAN_CRITIC
-from tests.test_pipeline import gate, synth_messages, synth_script, turn  # noqa: F401 (fixture)
+from tests.test_pipeline import gate, synth_messages, synth_script
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -64,7 +64,7 @@ def test_ordinary_coaching_replies_and_the_fixed_replies_are_clean(text: str) ->
     assert safety.unsafe_content(text) == []
 
 
-def test_the_gate_fails_unsafe_text_even_when_the_critic_approves(turn: Turn, sim: SimulatorServer) -> None:  # noqa: F811
+def test_the_gate_fails_unsafe_text_even_when_the_critic_approves(turn: Turn, sim: SimulatorServer) -> None:
     sim.configure(agents={"critic": {"script": [CLEAN_CRITIC]}})
     verdict = gate(turn, SynthOutput.model_validate(synth_script("Take 50 mg of melatonin tonight.")), [])
     assert verdict.passed is False
@@ -72,7 +72,7 @@ def test_the_gate_fails_unsafe_text_even_when_the_critic_approves(turn: Turn, si
     assert verdict.violations == ["contains medication advice (safety check)"]
 
 
-def test_the_gate_fails_unsafe_text_when_the_critic_is_down(turn: Turn, sim: SimulatorServer) -> None:  # noqa: F811
+def test_the_gate_fails_unsafe_text_when_the_critic_is_down(turn: Turn, sim: SimulatorServer) -> None:
     # Without a critic and with nothing blocked, the gate used to pass anything.
     sim.configure(agents={"critic": {"fault": "http_400"}})
     verdict = gate(turn, SynthOutput.model_validate(synth_script("I am a licensed psychologist.")), [])
@@ -81,7 +81,7 @@ def test_the_gate_fails_unsafe_text_when_the_critic_is_down(turn: Turn, sim: Sim
     )
 
 
-def test_unsafe_text_twice_ends_in_the_fallback_reply(turn: Turn, sim: SimulatorServer) -> None:  # noqa: F811
+def test_unsafe_text_twice_ends_in_the_fallback_reply(turn: Turn, sim: SimulatorServer) -> None:
     sim.configure(
         agents={
             "synth": {"script": [synth_script("You have clinical depression."), synth_script("Du hast ADHS.")]},
