@@ -22,7 +22,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents import safety, selectors, services, tokens, turn_cache
-from agents.context import agent_messages
+from agents.context import agent_messages, reply_count_ahead
 from agents.llm.client import EndpointSpec, StreamState, chat_stream
 from agents.llm.errors import LLMError
 from agents.llm.schema import extra_body_for
@@ -89,7 +89,10 @@ def coach_prepare(*, turn_id: int) -> CoachCall | None:
         return None
     prompt = setup.prompt(Agent.COACH)
     shared = turn_shared_context(turn)
-    blocked = previous_blocked_moves(turn)
+    # Read by the build when Coach built the prefix (the usual case), else once more here.
+    blocked = (
+        shared.previous_blocked_moves if shared.previous_blocked_moves is not None else previous_blocked_moves(turn)
+    )
     values = {"blocked_moves": catalog_text(setup.catalog, blocked) if blocked else "none"}
     spec = EndpointSpec.from_endpoint(config.endpoint)
     return CoachCall(
@@ -182,6 +185,9 @@ def coach_end(
                 flagged=True, flag_reason=("coach reply contains " + ", ".join(unsafe).replace("_", " "))[:200]
             )
         services.turn_canvas_after_coach(turn_id=call.turn_id)
+        transaction.on_commit(
+            lambda: reply_count_ahead(turn_id=call.turn_id, message_id=call.message_id, role=Role.COACH, text=text)
+        )
         services.event_emit(
             session_id=call.session_id,
             type="coach.done",

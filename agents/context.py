@@ -37,7 +37,8 @@ from typing import Any
 from django.db.models import F, Window
 from django.db.models.functions import RowNumber
 
-from agents import blackboard, selectors
+from agents import blackboard, selectors, tokens, turn_cache
+from agents.llm.client import EndpointSpec
 from agents.models import (
     Agent,
     AgentConfig,
@@ -119,6 +120,9 @@ class SharedContext:
     tokens: int  # as budgeted: at or a little above the model's count of `text`
     message_ids: list[int]  # coachee messages the agents may cite as evidence
     dropped: dict[str, Any] = field(default_factory=dict)
+    # What Stability blocked on the coachee's previous turn, when this build read it (Coach
+    # needs it too); None for a prefix loaded from its turn.
+    previous_blocked_moves: list[str] | None = None
 
 
 def shared_budget(configs: list[AgentConfig]) -> int:
@@ -306,7 +310,25 @@ def render_pinned(pinned: dict[str, list[str]]) -> str:
 
 
 def _message_line(m: Message) -> str:
-    return f"[message {m.id} · {ROLE_LABELS.get(Role(m.role), m.role)}]\n{fenced(m.text)}"
+    return _history_line(m.id, m.role, m.text)
+
+
+def _history_line(message_id: int, role: str, text: str) -> str:
+    return f"[message {message_id} · {ROLE_LABELS.get(Role(role), role)}]\n{fenced(text)}"
+
+
+def prefix_counter(turn_id: int) -> Counter:
+    """The turn's prefix is counted with the tokenizer of Shadow's model: Shadow runs first
+    and warms the server's prefix cache for the others."""
+    shadow = turn_cache.setup_for(turn_id).configs.get(Agent.SHADOW)
+    return counter_for(EndpointSpec.from_endpoint(shadow.endpoint) if shadow else None)
+
+
+def reply_count_ahead(*, turn_id: int, message_id: int, role: str, text: str) -> None:
+    """A reply was just stored: count its history line now, in the background, so the next
+    turn's build (before Coach's first token) finds the count in the caches."""
+    if text:
+        tokens.count_soon(prefix_counter(turn_id).spec, [_history_line(message_id, role, text)])
 
 
 def _session_line(e: EarlierSession) -> str:
@@ -406,6 +428,7 @@ def build_shared_context(turn: Turn, *, budget: int, counter: Counter | None = N
         tokens=used,
         message_ids=[m.id for m in kept_history if m.role == Role.USER],
         dropped=dropped,
+        previous_blocked_moves=sources.blocked_moves,
     )
 
 

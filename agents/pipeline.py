@@ -25,6 +25,7 @@ from pydantic import ValidationError
 from agents import (
     blackboard,
     compaction,
+    handoff,
     predictions,
     safety,
     selectors,
@@ -34,7 +35,7 @@ from agents import (
     turn_cache,
 )
 from agents.arbitration import Arbitration, MoveInfo, arbitrate, arbitrate_crisis, render_brief
-from agents.context import SharedContext, agent_messages, build_shared_context, fence, shared_budget
+from agents.context import SharedContext, agent_messages, build_shared_context, fence, prefix_counter, shared_budget
 from agents.llm.client import Completion, EndpointSpec, chat_complete
 from agents.llm.errors import LLMCircuitOpen, LLMError, LLMOutputError, LLMTransientError
 from agents.llm.schema import extra_body_for, json_schema_for, response_format_for
@@ -47,11 +48,11 @@ from agents.models import (
     CoachingMove,
     Conflict,
     Escalation,
+    Message,
     PromptStatus,
     PromptVersion,
     RunStatus,
     Turn,
-    TurnStatus,
 )
 from agents.prompts import render_prompt
 from agents.schemas import (
@@ -116,10 +117,7 @@ def turn_shared_context(turn: Turn) -> SharedContext:
             dropped=dict(turn.shared_dropped),
         )
     configs = list(turn_cache.setup_for(turn.pk).configs.values())
-    # Counted with the tokenizer of Shadow's model: Shadow runs first and warms the prefix cache.
-    shadow = next((c for c in configs if c.agent == Agent.SHADOW), None)
-    counter = tokens.counter_for(EndpointSpec.from_endpoint(shadow.endpoint) if shadow else None)
-    shared = build_shared_context(turn, budget=shared_budget(configs), counter=counter)
+    shared = build_shared_context(turn, budget=shared_budget(configs), counter=prefix_counter(turn.pk))
     with bookkeeping_atomic():
         stored = Turn.objects.filter(pk=turn.pk, shared_tokens__isnull=True).update(
             shared_prompt=shared.text,
@@ -294,9 +292,11 @@ def run_json_agent(
     deadline: float,
     round: int = 1,
     extra_instructions: str = "",
+    before_call: Callable[[], None] | None = None,
 ) -> JsonCallResult:
     """Run one JSON agent once per (turn, agent, round), recording everything on its AgentRun,
-    including the inputs a replay needs (placeholder values, additions, allowed values)."""
+    including the inputs a replay needs (placeholder values, additions, allowed values).
+    `before_call` runs once everything is read and written, just before the model call."""
     schema = OUTPUT_SCHEMAS[agent]
     setup = turn_cache.setup_for(turn.pk)
     config, prompt = setup.config(agent), setup.prompt(agent)
@@ -340,6 +340,8 @@ def run_json_agent(
 
     messages = agent_messages(shared, instructions)
     transactions.db_release()  # not held through the model call
+    if before_call is not None:
+        before_call()
     answer = complete_structured(
         agent=agent,
         config=config,
@@ -508,12 +510,10 @@ def output_as(outputs: dict[str, AgentOutput], agent: str, schema: type[OutputT]
 # --- Stages ------------------------------------------------------------------------------
 
 
-def turn_is_running(turn_id: int) -> Turn | None:
-    turn = load_turn(turn_id)
-    return turn if turn.status == TurnStatus.RUNNING else None
-
-
-def shadow_step(*, turn_id: int) -> str:
+def shadow_step(*, turn_id: int, before_call: Callable[[], None] | None = None) -> str:
+    """Shadow's run, its blackboard write, then the handoff to the trio (once committed).
+    `before_call` runs just before Shadow's model call (the task queues the trio there, so the
+    specialists' own reads overlap Shadow's model time, not its preparation)."""
     turn = turn_cache.running_turn(turn_id, load_turn)
     if turn is None:
         return "skipped"
@@ -529,12 +529,14 @@ def shadow_step(*, turn_id: int) -> str:
         enums={"message_ids": shared.message_ids, "open_predictions": [p.pk for p in open_predictions]},
         deadline=stage_deadline(turn, "shadow"),
         extra_instructions=predictions.resolution_instructions(open_predictions),
+        before_call=before_call,
     )
     if isinstance(result.output, ShadowOutput):
         blackboard_write(turn=turn, shadow=result.output, run=result.run)
+        turn_cache.output_remember(turn.pk, Agent.SHADOW, result.output)  # for the trio, if here
+        handoff.give(turn.pk, SPECIALISTS)  # committed: the trio needs nothing more from Shadow
         predictions.ledger_record(turn=turn, shadow=result.output, run=result.run)
         predictions.resolutions_apply(turn=turn, shadow=result.output)
-        turn_cache.output_remember(turn.pk, Agent.SHADOW, result.output)  # for the trio, if here
     return result.run.status
 
 
@@ -588,7 +590,21 @@ def latest_persona_profile(turn: Turn) -> str:
     return ", ".join(f"{trait} {score['score']}±{score['uncertainty']}" for trait, score in ocean.items())
 
 
-def specialist_step(*, turn_id: int, agent: str) -> str:
+def shadow_wait(turn: Turn, agent: str) -> None:
+    """Wait for Shadow's committed findings (handoff.py), until Shadow's stage deadline at most;
+    then go on without them, as when Shadow fails."""
+
+    def shadow_ended() -> bool:
+        runs = AgentRun.objects.filter(turn=turn, agent=Agent.SHADOW, round=1)
+        return runs.exclude(status=RunStatus.RUNNING).exists()
+
+    transactions.db_release()
+    handoff.wait(turn.pk, agent, deadline=stage_deadline(turn, "shadow"), done=shadow_ended)
+
+
+def specialist_step(*, turn_id: int, agent: str, after_shadow: bool = False) -> str:
+    """One specialist's run. `after_shadow`: queued while Shadow runs (the canvas), so it reads
+    its inputs first and then waits for Shadow's findings before its model call."""
     if agent not in SPECIALISTS:
         raise ValueError(f"{agent} is not a specialist")
     turn = turn_cache.running_turn(turn_id, load_turn)  # kept by Shadow when it ran in this process
@@ -601,6 +617,10 @@ def specialist_step(*, turn_id: int, agent: str) -> str:
         values = {"moves": catalog_text(catalog), "persona_profile": latest_persona_profile(turn)}
     elif agent == Agent.STABILITY:
         values = {"moves": catalog_text(catalog)}
+    if after_shadow:
+        shadow_wait(turn, agent)
+        if turn_cache.running_turn(turn_id, load_turn) is None:  # stopped or expired meanwhile
+            return "skipped"
     enums: dict[str, list[Any]] = {"message_ids": shared.message_ids, "moves": list(catalog)}
     result = run_json_agent(
         turn=turn,
@@ -730,8 +750,15 @@ def critic_gate(
     return GateVerdict(passed=not violations and not blocked, violations=violations, critic_ok=False)
 
 
+def coach_reply_text(turn_id: int) -> str:
+    """Coach's reply as it stands now (it may have finished after the turn row was read)."""
+    text = Message.objects.filter(turn_as_coach__pk=turn_id).values_list("text", flat=True).first()
+    return text or "(not finished)"
+
+
 def synth_step(*, turn_id: int) -> str:
-    turn = turn_is_running(turn_id)
+    # The row kept by Shadow's step when it ran in this process (the trio is done with it).
+    turn = turn_cache.running_turn(turn_id, load_turn)
     if turn is None:
         return "skipped"
     shared = turn_shared_context(turn)
@@ -739,7 +766,7 @@ def synth_step(*, turn_id: int) -> str:
     outputs = succeeded_outputs(turn)
     arbitration = arbitration_for(turn, catalog, outputs)
     brief = arbitration.brief
-    coach_reply = turn.coach_message.text if turn.coach_message and turn.coach_message.text else "(not finished)"
+    coach_reply = coach_reply_text(turn.pk)
     values = {
         "brief": render_brief(brief, catalog),
         "coach_reply": "<<<data\n" + fence(coach_reply) + "\ndata>>>",
@@ -791,6 +818,7 @@ def synth_step(*, turn_id: int) -> str:
         missing=missing,
     )
     turn_cache.forget(turn.pk)
+    handoff.forget(turn.pk, SPECIALISTS)
     return "delivered" if delivered else "stale"
 
 

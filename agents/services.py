@@ -22,7 +22,7 @@ from django.db import connection, transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from agents import blackboard, compaction, layer, rendering, safety, turn_cache
+from agents import blackboard, compaction, context, layer, rendering, safety, turn_cache
 from agents.llm import breaker
 from agents.models import (
     AgentConfig,
@@ -368,6 +368,9 @@ def turn_finish(
             turn.flag_reason = flag_reason[:200]
         turn.finished_at = timezone.now()
         turn.save(update_fields=["synth_message", "status", "degraded", "flagged", "flag_reason", "finished_at"])
+        transaction.on_commit(
+            lambda: context.reply_count_ahead(turn_id=turn_id, message_id=message.pk, role=Role.SYNTH, text=reply)
+        )
         event_emit(
             session_id=turn.session_id,
             type="synth.done",

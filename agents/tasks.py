@@ -2,13 +2,14 @@
 (no coachee text: results live in Redis and must not hold personal data)."""
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
-from celery import chain, chord, group, shared_task
+from celery import chord, group, shared_task
 from django.conf import settings
 
-from agents import compaction, pipeline, privacy, services
+from agents import compaction, handoff, pipeline, privacy, services
 from agents.models import SPECIALISTS
 
 logger = logging.getLogger(__name__)
@@ -31,12 +32,34 @@ def _never_raise(step: Callable[[], str], *, turn_id: int, agent: str) -> dict[s
 
 @shared_task(name="coaching.shadow", acks_late=True)
 def shadow_task(turn_id: int) -> dict[str, Any]:
-    return _never_raise(lambda: pipeline.shadow_step(turn_id=turn_id), turn_id=turn_id, agent="shadow")
+    result = _never_raise(
+        lambda: pipeline.shadow_step(turn_id=turn_id, before_call=lambda: trio_queue_soon(turn_id)),
+        turn_id=turn_id,
+        agent="shadow",
+    )
+    # Whatever became of Shadow: the trio is queued (if queuing it early failed) and goes on.
+    if result["status"] != "succeeded":
+        handoff.give(turn_id, SPECIALISTS)
+    try:
+        trio_queue(turn_id)
+    except Exception:
+        logger.exception("could not queue the trio of turn %s", turn_id)
+        services.turn_finish(
+            turn_id=turn_id,
+            reply=services.FALLBACK_REPLY,
+            fallback=True,
+            degraded=True,
+            flag_reason="the turn's agents could not be queued",
+            missing=["persona", "plasticity", "stability", "synth"],
+        )
+    return result
 
 
 @shared_task(name="coaching.specialist", acks_late=True)
 def specialist_task(turn_id: int, agent: str) -> dict[str, Any]:
-    return _never_raise(lambda: pipeline.specialist_step(turn_id=turn_id, agent=agent), turn_id=turn_id, agent=agent)
+    return _never_raise(
+        lambda: pipeline.specialist_step(turn_id=turn_id, agent=agent, after_shadow=True), turn_id=turn_id, agent=agent
+    )
 
 
 @shared_task(name="coaching.synth", acks_late=True)
@@ -73,12 +96,35 @@ def prune_raw_outputs_task() -> dict[str, Any]:
     return {"pruned": privacy.raw_outputs_prune(older_than_days=settings.COACHING_RAW_RETENTION_DAYS)}
 
 
+def trio_canvas(turn_id: int) -> Any:
+    """chord(persona | plasticity | stability) → synth (arbitration, critic gate, delivery): the
+    chord's counter in the Redis result backend starts Synth when all three have returned."""
+    return chord(group(specialist_task.si(turn_id, agent) for agent in SPECIALISTS), synth_task.s(turn_id=turn_id))
+
+
+def trio_queue(turn_id: int) -> None:
+    """Queue the trio and Synth, once per turn."""
+    handoff.queue_once(turn_id, trio_canvas(turn_id).apply_async)
+
+
+def trio_queue_soon(turn_id: int) -> None:
+    """Queue the trio beside Shadow's model call: the specialists then read their inputs while
+    Shadow's model works and wait for its findings (handoff.py). A failure here is retried
+    when Shadow's task ends."""
+
+    def queue() -> None:
+        try:
+            trio_queue(turn_id)
+        except Exception:
+            logger.warning("could not queue the trio of turn %s early; Shadow's task will", turn_id, exc_info=True)
+
+    threading.Thread(target=queue, name=f"trio-queue-{turn_id}", daemon=True).start()
+
+
 def turn_canvas(turn_id: int) -> Any:
-    """shadow → chord(persona | plasticity | stability) → synth (arbitration, critic gate, delivery)."""
-    return chain(
-        shadow_task.si(turn_id),
-        chord(group(specialist_task.si(turn_id, agent) for agent in SPECIALISTS), synth_task.s(turn_id=turn_id)),
-    )
+    """shadow, which queues chord(persona | plasticity | stability) → synth as its model call
+    starts (see trio_queue_soon); the trio waits for Shadow's committed findings."""
+    return shadow_task.si(turn_id)
 
 
 def turn_pipeline_start(turn_id: int) -> None:

@@ -214,6 +214,21 @@ def count_many(spec: EndpointSpec | None, texts: Sequence[str]) -> list[int]:
     return [counts[i] for i in range(len(texts))]
 
 
+def count_soon(spec: EndpointSpec | None, texts: Sequence[str]) -> None:
+    """Count texts in the background, for the caches: a text written now (a reply) is then
+    already counted when the next turn's context is built before Coach's first token."""
+    if spec is None:
+        return
+
+    def count() -> None:
+        try:
+            count_many(spec, texts)
+        except Exception:
+            logger.warning("counting ahead failed on %s", spec.name, exc_info=True)
+
+    _executor().submit(count)
+
+
 @functools.lru_cache(maxsize=1)
 def _estimate_only() -> Counter:
     return Counter(None)

@@ -27,10 +27,10 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from agents import pipeline, services, turn_cache
+from agents import handoff, pipeline, services, turn_cache
 from agents.llm import breaker
 from agents.llm.simulator import SimulatorServer
-from agents.models import AgentConfig, CoachingSession, ModelEndpoint, Turn
+from agents.models import SPECIALISTS, AgentConfig, CoachingSession, ModelEndpoint, Turn
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
@@ -341,4 +341,6 @@ def turn(seeded: None, sim: SimulatorServer, monkeypatch: pytest.MonkeyPatch) ->
     accepted = services.turn_accept(
         session_id=session.pk, user_id=user.pk, client_id="c-1", text="I keep skipping my runs."
     )
+    # Turn ids repeat across test databases: nothing left in Redis by an earlier run's turn.
+    handoff.forget(accepted.turn_id, SPECIALISTS)
     return pipeline.load_turn(accepted.turn_id)

@@ -435,7 +435,7 @@ def test_synth_step_delivers_once(turn: Turn, sim: SimulatorServer, monkeypatch:
     # A redelivered task for a finished turn does nothing.
     assert pipeline.synth_step(turn_id=turn.pk) == "skipped"
     # One that loaded the turn while it was still running finds it delivered: stale.
-    monkeypatch.setattr(pipeline, "turn_is_running", pipeline.load_turn)
+    monkeypatch.setattr(pipeline.turn_cache, "running_turn", lambda turn_id, load: load(turn_id))
     assert pipeline.synth_step(turn_id=turn.pk) == "stale"
 
     assert [m.text for m in synth_messages(turn)] == [REPLY]
