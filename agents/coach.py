@@ -210,7 +210,7 @@ async def coach_stream(turn_id: int, *, on_prepared: Callable[[], None] | None =
     """Generate the Coach reply for a turn and relay it to the session's group.
 
     `on_prepared` is called once Coach's request is ready (or Coach cannot run): by then the
-    turn's shared prefix is built and stored, so the canvas started there does not build it again."""
+    turn's shared prefix is built and stored, so Shadow, waiting for it, does not build it again."""
     try:
         call = await database_sync_to_async(coach_prepare)(turn_id=turn_id)
     except Exception:

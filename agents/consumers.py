@@ -53,6 +53,10 @@ def _pipeline_start_soon(turn_id: int) -> None:
     _spawn(asyncio.to_thread(services.pipeline_start, turn_id=turn_id))
 
 
+def _prefix_ready_soon(turn_id: int) -> None:
+    _spawn(asyncio.to_thread(services.shared_prefix_ready, turn_id=turn_id))
+
+
 class ChatConsumer(AsyncWebsocketConsumer):
     session_id: int
     user_id: int
@@ -151,12 +155,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.send_event(result.event)
             return
         turn_id = result.turn_id
-        # The canvas is queued once Coach has built the turn's shared prefix (Shadow then
-        # loads it instead of building it a second time beside Coach: on two cores that
-        # competition slowed Coach more than it sped up Shadow), from an executor thread (not
-        # the database thread Coach uses next), and without this handler waiting for it:
-        # the consumer relays the turn's events (message.accepted first) meanwhile.
-        on_prepared = functools.partial(_pipeline_start_soon, turn_id) if result.pipeline_due else None
+        # The canvas is queued now, from an executor thread (not the database thread Coach
+        # uses next) and without this handler waiting for it: the consumer relays the turn's
+        # events (message.accepted first) meanwhile. Shadow reads what it needs, then waits
+        # for the shared prefix Coach builds (rather than build a second one beside it) and
+        # is told when it is stored, or that Coach will not build it.
+        on_prepared = None
+        if result.pipeline_due:
+            _pipeline_start_soon(turn_id)
+            on_prepared = functools.partial(_prefix_ready_soon, turn_id)
         task = _spawn(coach_stream(turn_id, on_prepared=on_prepared))
         _COACH_TASKS[turn_id] = task
         task.add_done_callback(functools.partial(_forget_coach, turn_id))

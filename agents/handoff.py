@@ -1,18 +1,21 @@
-"""Shadow → trio handoff: the trio is queued while Shadow runs and waits here for its findings.
+"""Handoffs between a turn's stages: a step queued before its input exists waits here for it.
 
-Queuing the trio only when Shadow's task returns put a whole Celery hop on the turn's critical
-path: the chord's publish, the pickup and each specialist's own reads, with the three starting
-at once in one process (the benchmark measured 28 ms from Shadow's end to the first
-specialist's model call). Shadow's task queues the trio (and Synth, the chord's body) as it
-starts its model call instead; each specialist reads what it needs while Shadow's model works,
-then waits for this handoff, given once Shadow's run and blackboard write are committed (or
-Shadow failed, or the turn ended).
+Queuing a step only once its input exists puts a whole hop on the turn's critical path: the
+publish, the pickup and the step's own reads (the benchmark measured 28 ms from Shadow's end to
+the first specialist's model call, the three starting at once in one process, and ~20 ms from
+Coach's prefix to Shadow's call). So steps are queued early, read what they can, and wait:
 
-The handoff is a Redis list per (turn, specialist): `give` pushes a token onto each; `wait`
-blocks on its own (BLPOP) in short slices and between slices asks the database (`done`)
-whether Shadow already ended: a token lost with Redis, or taken by an earlier delivery of a
-redelivered task, costs at most a slice. A wait always returns by its deadline (the Shadow
-stage's); the specialist then goes on without the findings, as when Shadow fails.
+- `PREFIX`: Shadow, queued when the turn is accepted, waits for the shared prefix that Coach
+  is building in Daphne (given once it is stored, or when Coach will not build it);
+- `SHADOW`: the trio, queued as Shadow's model call starts, waits for Shadow's findings (given
+  once Shadow's run and blackboard write are committed, or Shadow failed, or the turn ended).
+
+A handoff is a Redis list per (turn, stage, taker): `give` pushes a token onto each taker's
+list; `wait` blocks on its own (BLPOP) in short slices and between slices asks the database
+(`done`) whether the stage already ended: a token lost with Redis, or taken by an earlier
+delivery of a redelivered task, costs at most a slice. A wait always returns by its deadline;
+the step then goes on without the input (Shadow builds the prefix itself; a specialist runs
+without Shadow's findings, as when Shadow fails).
 """
 
 from __future__ import annotations
@@ -28,8 +31,12 @@ from django.conf import settings
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from agents.models import SPECIALISTS
+
 logger = logging.getLogger(__name__)
 
+PREFIX = "prefix"
+SHADOW = "shadow"
 # A wait asks the database after this long without a token.
 SLICE_S = 1.0
 # Tokens nobody took (a specialist skipped, or already done) disappear after this long.
@@ -48,8 +55,8 @@ def _redis() -> redis.Redis:
     return _client(f"{settings.REDIS_URL}/{settings.REDIS_DB_BASE + 3}")
 
 
-def _token_key(turn_id: int, taker: str) -> str:
-    return f"coaching:handoff:{turn_id}:shadow:{taker}"
+def _token_key(turn_id: int, stage: str, taker: str) -> str:
+    return f"coaching:handoff:{turn_id}:{stage}:{taker}"
 
 
 def _queued_key(turn_id: int) -> str:
@@ -70,28 +77,30 @@ def queue_once(turn_id: int, publish: Callable[[], None]) -> bool:
     return True
 
 
-def forget(turn_id: int, takers: Iterable[str]) -> None:
+def forget(turn_id: int) -> None:
     """The turn has ended: drop its tokens and its queued mark (they would expire anyway)."""
+    keys = [_queued_key(turn_id), _token_key(turn_id, PREFIX, "shadow")]
+    keys += [_token_key(turn_id, SHADOW, agent) for agent in SPECIALISTS]
     with contextlib.suppress(redis.RedisError):
-        _redis().delete(_queued_key(turn_id), *(_token_key(turn_id, taker) for taker in takers))
+        _redis().delete(*keys)
 
 
-def give(turn_id: int, takers: Iterable[str]) -> None:
-    """Shadow has ended (or will not run): the waiting specialists go on."""
+def give(turn_id: int, stage: str, takers: Iterable[str]) -> None:
+    """`stage` of this turn has ended (or will not come): the waiting takers go on."""
     try:
         pipe = _redis().pipeline(transaction=False)
         for taker in takers:
-            pipe.rpush(_token_key(turn_id, taker), 1)
-            pipe.expire(_token_key(turn_id, taker), TOKEN_TTL_S)
+            pipe.rpush(_token_key(turn_id, stage, taker), 1)
+            pipe.expire(_token_key(turn_id, stage, taker), TOKEN_TTL_S)
         pipe.execute()
     except redis.RedisError as exc:
-        logger.warning("handoff of turn %s not given (%s); the trio will ask the database", turn_id, exc)
+        logger.warning("handoff %s of turn %s not given (%s); takers will ask the database", stage, turn_id, exc)
 
 
-def wait(turn_id: int, taker: str, *, deadline: float, done: Callable[[], bool]) -> bool:
-    """Block until the handoff reaches `taker`, `done()` says Shadow already ended, or the
-    deadline (epoch seconds) passes. True when Shadow ended; False at the deadline."""
-    key = _token_key(turn_id, taker)
+def wait(turn_id: int, stage: str, taker: str, *, deadline: float, done: Callable[[], bool]) -> bool:
+    """Block until `stage` is given to `taker`, `done()` says it already ended, or the deadline
+    (epoch seconds) passes. True when the stage ended; False at the deadline."""
+    key = _token_key(turn_id, stage, taker)
     while True:
         remaining = deadline - time.time()
         if remaining <= 0:
@@ -101,7 +110,7 @@ def wait(turn_id: int, taker: str, *, deadline: float, done: Callable[[], bool])
             if _redis().blpop([key], timeout=wait_s) is not None:
                 return True
         except redis.RedisError as exc:
-            logger.warning("handoff of turn %s: Redis failed (%s); asking the database", turn_id, exc)
+            logger.warning("handoff %s of turn %s: Redis failed (%s); asking the database", stage, turn_id, exc)
             time.sleep(wait_s)
         if done():
             return True

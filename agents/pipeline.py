@@ -73,6 +73,9 @@ OutputT = TypeVar("OutputT", bound=AgentOutput)
 # Shares of the turn's deadline by which each stage must be done. Each LLM call's timeout
 # is capped by its stage's, so one hung agent costs its stage, never the whole turn.
 STAGE_SHARES = {"shadow": 0.3, "specialists": 0.65, "synth": 0.95}
+# How long Shadow waits for the shared prefix Coach builds (tens of ms normally); past it
+# Shadow builds the prefix itself.
+PREFIX_WAIT_S = 3.0
 # Below this many seconds before a stage deadline, a retry is not worth starting.
 MIN_CALL_SECONDS = 0.5
 REPAIR_INSTRUCTION = (
@@ -510,17 +513,36 @@ def output_as(outputs: dict[str, AgentOutput], agent: str, schema: type[OutputT]
 # --- Stages ------------------------------------------------------------------------------
 
 
-def shadow_step(*, turn_id: int, before_call: Callable[[], None] | None = None) -> str:
+def prefix_wait(turn: Turn) -> None:
+    """Shadow is queued when the turn is accepted, while Coach builds the shared prefix: wait
+    for it (handoff.py) rather than build a second one beside it. Past PREFIX_WAIT_S (Daphne
+    gone mid-build) Shadow builds it itself."""
+    if turn.shared_tokens is not None:
+        return
+
+    def stored() -> bool:
+        return Turn.objects.filter(pk=turn.pk, shared_tokens__isnull=False).exists()
+
+    transactions.db_release()
+    if handoff.wait(turn.pk, handoff.PREFIX, Agent.SHADOW, deadline=time.time() + PREFIX_WAIT_S, done=stored):
+        turn.refresh_from_db(fields=["shared_prompt", "shared_tokens", "shared_message_ids", "shared_dropped"])
+
+
+def shadow_step(*, turn_id: int, prefix_from_coach: bool = False, before_call: Callable[[], None] | None = None) -> str:
     """Shadow's run, its blackboard write, then the handoff to the trio (once committed).
-    `before_call` runs just before Shadow's model call (the task queues the trio there, so the
-    specialists' own reads overlap Shadow's model time, not its preparation)."""
+    `prefix_from_coach`: queued while Coach builds the shared prefix, so read the rest first
+    and then wait for it. `before_call` runs just before Shadow's model call (the task queues
+    the trio there, so the specialists' reads overlap Shadow's model time, not its preparation)."""
     turn = turn_cache.running_turn(turn_id, load_turn)
     if turn is None:
         return "skipped"
-    shared = turn_shared_context(turn)
-    turn_cache.turn_remember(turn)  # the trio reads the same row, prefix included
     # Predictions from earlier sessions that the coachee may now report on (Shadow's own part).
     open_predictions = predictions.open_for_resolution(turn=turn)
+    turn_cache.setup_for(turn.pk)  # read now, while Coach builds the prefix
+    if prefix_from_coach:
+        prefix_wait(turn)
+    shared = turn_shared_context(turn)
+    turn_cache.turn_remember(turn)  # the trio reads the same row, prefix included
     result = run_json_agent(
         turn=turn,
         agent=Agent.SHADOW,
@@ -534,7 +556,7 @@ def shadow_step(*, turn_id: int, before_call: Callable[[], None] | None = None) 
     if isinstance(result.output, ShadowOutput):
         blackboard_write(turn=turn, shadow=result.output, run=result.run)
         turn_cache.output_remember(turn.pk, Agent.SHADOW, result.output)  # for the trio, if here
-        handoff.give(turn.pk, SPECIALISTS)  # committed: the trio needs nothing more from Shadow
+        handoff.give(turn.pk, handoff.SHADOW, SPECIALISTS)  # committed: all the trio needs from Shadow
         predictions.ledger_record(turn=turn, shadow=result.output, run=result.run)
         predictions.resolutions_apply(turn=turn, shadow=result.output)
     return result.run.status
@@ -599,7 +621,7 @@ def shadow_wait(turn: Turn, agent: str) -> None:
         return runs.exclude(status=RunStatus.RUNNING).exists()
 
     transactions.db_release()
-    handoff.wait(turn.pk, agent, deadline=stage_deadline(turn, "shadow"), done=shadow_ended)
+    handoff.wait(turn.pk, handoff.SHADOW, agent, deadline=stage_deadline(turn, "shadow"), done=shadow_ended)
 
 
 def specialist_step(*, turn_id: int, agent: str, after_shadow: bool = False) -> str:
@@ -778,6 +800,7 @@ def synth_step(*, turn_id: int) -> str:
     reply: str | None = None
     extra = ""
     critic_failed = False
+    critic_results: dict[str, Any] = {}  # stored with the delivery, in its transaction
     for round in (1, 2):
         result = run_json_agent(
             turn=turn,
@@ -795,7 +818,11 @@ def synth_step(*, turn_id: int) -> str:
             break
         verdict = critic_gate(turn=turn, shared=shared, synth=result.output, brief=brief, catalog=catalog, round=round)
         critic_failed = critic_failed or not verdict.critic_ok
-        _store_critic_result(turn, round, verdict)
+        critic_results[f"round_{round}"] = {
+            "passed": verdict.passed,
+            "violations": verdict.violations,
+            "critic_ok": verdict.critic_ok,
+        }
         if verdict.passed:
             reply = result.output.reply
             if not verdict.critic_ok:
@@ -816,19 +843,12 @@ def synth_step(*, turn_id: int) -> str:
         degraded=bool(missing) or reply is None,
         flag_reason=flag_reason,
         missing=missing,
+        critic_result=critic_results,
     )
+    if not delivered and critic_results:
+        # The turn ended meanwhile (its deadline): the gate's record is kept all the same.
+        with bookkeeping_atomic():
+            Turn.objects.filter(pk=turn.pk).update(critic_result=critic_results)
     turn_cache.forget(turn.pk)
-    handoff.forget(turn.pk, SPECIALISTS)
+    handoff.forget(turn.pk)
     return "delivered" if delivered else "stale"
-
-
-def _store_critic_result(turn: Turn, round: int, verdict: GateVerdict) -> None:
-    results = dict(turn.critic_result or {})
-    results[f"round_{round}"] = {
-        "passed": verdict.passed,
-        "violations": verdict.violations,
-        "critic_ok": verdict.critic_ok,
-    }
-    turn.critic_result = results
-    with bookkeeping_atomic():
-        Turn.objects.filter(pk=turn.pk).update(critic_result=results)

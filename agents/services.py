@@ -22,7 +22,7 @@ from django.db import connection, transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from agents import blackboard, compaction, context, layer, rendering, safety, turn_cache
+from agents import blackboard, compaction, context, handoff, layer, rendering, safety, turn_cache
 from agents.llm import breaker
 from agents.models import (
     AgentConfig,
@@ -134,9 +134,9 @@ class AcceptResult:
     message_id: int
     created: bool
     event: dict[str, Any]
-    # The caller starts the Celery canvas (pipeline_start) once Coach has prepared its request.
-    # False when the canvas waits for Coach's whole reply (one shared single-slot endpoint) or
-    # the message was a re-send.
+    # The caller starts the Celery canvas (pipeline_start) now, and tells Shadow once Coach has
+    # built the shared prefix (shared_prefix_ready). False when the canvas waits for Coach's
+    # whole reply (one shared single-slot endpoint) or the message was a re-send.
     pipeline_due: bool = False
 
 
@@ -198,6 +198,11 @@ def pipeline_start(*, turn_id: int) -> None:
             flag_reason="the turn's agents could not be queued",
             missing=["shadow", "persona", "plasticity", "stability", "synth"],
         )
+
+
+def shared_prefix_ready(*, turn_id: int) -> None:
+    """Coach has stored the turn's shared prefix, or will not build it: Shadow goes on."""
+    handoff.give(turn_id, handoff.PREFIX, ["shadow"])
 
 
 def crisis_answer(*, turn: Turn, match: safety.CrisisMatch) -> None:
@@ -352,8 +357,10 @@ def turn_finish(
     degraded: bool,
     flag_reason: str = "",
     missing: list[str] | None = None,
+    critic_result: dict[str, Any] | None = None,
 ) -> bool:
-    """Deliver the turn's final message, once. False when the turn had already ended."""
+    """Deliver the turn's final message, once. False when the turn had already ended.
+    `critic_result`: the critic gate's rounds, stored with the delivery (one transaction)."""
     with transaction.atomic():
         turn = Turn.objects.select_for_update().filter(pk=turn_id).first()
         if turn is None or turn.status != TurnStatus.RUNNING:
@@ -367,7 +374,11 @@ def turn_finish(
             turn.flagged = True
             turn.flag_reason = flag_reason[:200]
         turn.finished_at = timezone.now()
-        turn.save(update_fields=["synth_message", "status", "degraded", "flagged", "flag_reason", "finished_at"])
+        fields = ["synth_message", "status", "degraded", "flagged", "flag_reason", "finished_at"]
+        if critic_result:
+            turn.critic_result = critic_result
+            fields.append("critic_result")
+        turn.save(update_fields=fields)
         transaction.on_commit(
             lambda: context.reply_count_ahead(turn_id=turn_id, message_id=message.pk, role=Role.SYNTH, text=reply)
         )

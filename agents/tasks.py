@@ -33,13 +33,15 @@ def _never_raise(step: Callable[[], str], *, turn_id: int, agent: str) -> dict[s
 @shared_task(name="coaching.shadow", acks_late=True)
 def shadow_task(turn_id: int) -> dict[str, Any]:
     result = _never_raise(
-        lambda: pipeline.shadow_step(turn_id=turn_id, before_call=lambda: trio_queue_soon(turn_id)),
+        lambda: pipeline.shadow_step(
+            turn_id=turn_id, prefix_from_coach=True, before_call=lambda: trio_queue_soon(turn_id)
+        ),
         turn_id=turn_id,
         agent="shadow",
     )
     # Whatever became of Shadow: the trio is queued (if queuing it early failed) and goes on.
     if result["status"] != "succeeded":
-        handoff.give(turn_id, SPECIALISTS)
+        handoff.give(turn_id, handoff.SHADOW, SPECIALISTS)
     try:
         trio_queue(turn_id)
     except Exception:

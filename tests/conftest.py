@@ -30,7 +30,7 @@ from django.test import Client
 from agents import handoff, pipeline, services, turn_cache
 from agents.llm import breaker
 from agents.llm.simulator import SimulatorServer
-from agents.models import SPECIALISTS, AgentConfig, CoachingSession, ModelEndpoint, Turn
+from agents.models import AgentConfig, CoachingSession, ModelEndpoint, Turn
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
@@ -342,5 +342,5 @@ def turn(seeded: None, sim: SimulatorServer, monkeypatch: pytest.MonkeyPatch) ->
         session_id=session.pk, user_id=user.pk, client_id="c-1", text="I keep skipping my runs."
     )
     # Turn ids repeat across test databases: nothing left in Redis by an earlier run's turn.
-    handoff.forget(accepted.turn_id, SPECIALISTS)
+    handoff.forget(accepted.turn_id)
     return pipeline.load_turn(accepted.turn_id)

@@ -22,16 +22,16 @@ TRIO = ["persona", "plasticity", "stability"]
 def turn_id() -> Iterator[int]:
     """An id no real turn of this run has, with nothing left in Redis by an earlier run."""
     turn_id = random.randrange(10**9, 2 * 10**9)
-    handoff.forget(turn_id, TRIO)
+    handoff.forget(turn_id)
     yield turn_id
-    handoff.forget(turn_id, TRIO)
+    handoff.forget(turn_id)
 
 
 def test_a_given_handoff_wakes_each_waiting_specialist_at_once(turn_id: int) -> None:
     woke: dict[str, float] = {}
 
     def wait(agent: str) -> None:
-        handoff.wait(turn_id, agent, deadline=time.time() + 10, done=lambda: False)
+        handoff.wait(turn_id, handoff.SHADOW, agent, deadline=time.time() + 10, done=lambda: False)
         woke[agent] = time.monotonic()
 
     threads = [threading.Thread(target=wait, args=(agent,)) for agent in TRIO]
@@ -39,7 +39,7 @@ def test_a_given_handoff_wakes_each_waiting_specialist_at_once(turn_id: int) -> 
         thread.start()
     time.sleep(0.2)
     given = time.monotonic()
-    handoff.give(turn_id, TRIO)
+    handoff.give(turn_id, handoff.SHADOW, TRIO)
     for thread in threads:
         thread.join(5)
     assert sorted(woke) == TRIO
@@ -47,21 +47,21 @@ def test_a_given_handoff_wakes_each_waiting_specialist_at_once(turn_id: int) -> 
 
 
 def test_a_handoff_given_before_the_wait_is_not_missed(turn_id: int) -> None:
-    handoff.give(turn_id, ["persona"])
+    handoff.give(turn_id, handoff.SHADOW, ["persona"])
     started = time.monotonic()
-    assert handoff.wait(turn_id, "persona", deadline=time.time() + 10, done=lambda: False) is True
+    assert handoff.wait(turn_id, handoff.SHADOW, "persona", deadline=time.time() + 10, done=lambda: False) is True
     assert time.monotonic() - started < 0.5
 
 
 def test_a_lost_token_costs_one_slice_then_the_database_answers(turn_id: int) -> None:
     started = time.monotonic()
-    assert handoff.wait(turn_id, "persona", deadline=time.time() + 10, done=lambda: True) is True
+    assert handoff.wait(turn_id, handoff.SHADOW, "persona", deadline=time.time() + 10, done=lambda: True) is True
     assert handoff.SLICE_S * 0.9 <= time.monotonic() - started < handoff.SLICE_S * 3
 
 
 def test_a_handoff_that_never_comes_ends_at_the_deadline(turn_id: int) -> None:
     started = time.monotonic()
-    assert handoff.wait(turn_id, "persona", deadline=time.time() + 1.5, done=lambda: False) is False
+    assert handoff.wait(turn_id, handoff.SHADOW, "persona", deadline=time.time() + 1.5, done=lambda: False) is False
     assert 1.4 <= time.monotonic() - started < 3
 
 
