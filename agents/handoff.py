@@ -8,7 +8,9 @@ Coach's prefix to Shadow's call). So steps are queued early, read what they can,
 - `PREFIX`: Shadow, queued when the turn is accepted, waits for the shared prefix that Coach
   is building in Daphne (given once it is stored, or when Coach will not build it);
 - `SHADOW`: the trio, queued as Shadow's model call starts, waits for Shadow's findings (given
-  once Shadow's run and blackboard write are committed, or Shadow failed, or the turn ended).
+  once Shadow's run and blackboard write are committed, or Shadow failed, or the turn ended);
+- `TRIO`: Synth, queued with the trio, waits for the three specialists (each gives when its
+  run has ended, whatever the outcome): partial fan-in at the specialists' stage deadline.
 
 A handoff is a Redis list per (turn, stage, taker): `give` pushes a token onto each taker's
 list; `wait` blocks on its own (BLPOP) in short slices and between slices asks the database
@@ -37,6 +39,7 @@ logger = logging.getLogger(__name__)
 
 PREFIX = "prefix"
 SHADOW = "shadow"
+TRIO = "trio"
 # A wait asks the database after this long without a token.
 SLICE_S = 1.0
 # Tokens nobody took (a specialist skipped, or already done) disappear after this long.
@@ -81,6 +84,7 @@ def forget(turn_id: int) -> None:
     """The turn has ended: drop its tokens and its queued mark (they would expire anyway)."""
     keys = [_queued_key(turn_id), _token_key(turn_id, PREFIX, "shadow")]
     keys += [_token_key(turn_id, SHADOW, agent) for agent in SPECIALISTS]
+    keys.append(_token_key(turn_id, TRIO, "synth"))
     with contextlib.suppress(redis.RedisError):
         _redis().delete(*keys)
 
@@ -97,10 +101,12 @@ def give(turn_id: int, stage: str, takers: Iterable[str]) -> None:
         logger.warning("handoff %s of turn %s not given (%s); takers will ask the database", stage, turn_id, exc)
 
 
-def wait(turn_id: int, stage: str, taker: str, *, deadline: float, done: Callable[[], bool]) -> bool:
-    """Block until `stage` is given to `taker`, `done()` says it already ended, or the deadline
-    (epoch seconds) passes. True when the stage ended; False at the deadline."""
+def wait(turn_id: int, stage: str, taker: str, *, deadline: float, done: Callable[[], bool], tokens: int = 1) -> bool:
+    """Block until `tokens` handoffs of `stage` reach `taker` (Synth waits for three), `done()`
+    says the stage already ended, or the deadline (epoch seconds) passes. True when the stage
+    ended; False at the deadline."""
     key = _token_key(turn_id, stage, taker)
+    received = 0
     while True:
         remaining = deadline - time.time()
         if remaining <= 0:
@@ -108,7 +114,10 @@ def wait(turn_id: int, stage: str, taker: str, *, deadline: float, done: Callabl
         wait_s = min(SLICE_S, remaining)
         try:
             if _redis().blpop([key], timeout=wait_s) is not None:
-                return True
+                received += 1
+                if received >= tokens:
+                    return True
+                continue
         except redis.RedisError as exc:
             logger.warning("handoff %s of turn %s: Redis failed (%s); asking the database", stage, turn_id, exc)
             time.sleep(wait_s)

@@ -778,13 +778,38 @@ def coach_reply_text(turn_id: int) -> str:
     return text or "(not finished)"
 
 
-def synth_step(*, turn_id: int) -> str:
-    # The row kept by Shadow's step when it ran in this process (the trio is done with it).
+def trio_wait(turn: Turn) -> None:
+    """Synth is queued with the trio: wait for the three specialists to end (handoff.py), until
+    the specialists' stage deadline at most; then go on with what succeeded (partial fan-in)."""
+
+    def trio_ended() -> bool:
+        runs = AgentRun.objects.filter(turn=turn, agent__in=SPECIALISTS, round=1)
+        return runs.exclude(status=RunStatus.RUNNING).count() == len(SPECIALISTS)
+
+    transactions.db_release()
+    handoff.wait(
+        turn.pk,
+        handoff.TRIO,
+        Agent.SYNTH,
+        deadline=stage_deadline(turn, "specialists"),
+        done=trio_ended,
+        tokens=len(SPECIALISTS),
+    )
+
+
+def synth_step(*, turn_id: int, after_trio: bool = False) -> str:
+    """Arbitration, Synth, the critic gate and delivery. `after_trio`: queued with the trio, so
+    read what does not depend on it first, then wait for the three specialists."""
+    # The row kept by Shadow's step when it ran in this process.
     turn = turn_cache.running_turn(turn_id, load_turn)
     if turn is None:
         return "skipped"
     shared = turn_shared_context(turn)
     catalog = turn_cache.setup_for(turn.pk).catalog
+    if after_trio:
+        trio_wait(turn)
+        if turn_cache.running_turn(turn_id, load_turn) is None:  # ended meanwhile (deadline, Stop)
+            return "skipped"
     outputs = succeeded_outputs(turn)
     arbitration = arbitration_for(turn, catalog, outputs)
     brief = arbitration.brief

@@ -6,11 +6,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from celery import chord, group, shared_task
+from celery import group, shared_task
 from django.conf import settings
 
 from agents import compaction, handoff, pipeline, privacy, services
-from agents.models import SPECIALISTS
+from agents.models import SPECIALISTS, Agent
 
 logger = logging.getLogger(__name__)
 
@@ -20,8 +20,8 @@ WATCHDOG_GRACE_S = 1.0
 
 
 def _never_raise(step: Callable[[], str], *, turn_id: int, agent: str) -> dict[str, Any]:
-    # A header task that raises would fail the whole chord and Synth would never run;
-    # an unexpected error (a database hiccup) costs this agent only, and the turn degrades.
+    # An unexpected error (a database hiccup) costs this agent only, and the turn degrades:
+    # the next stage is told all the same (the handoffs are given whatever the outcome).
     try:
         status = step()
     except Exception:
@@ -59,15 +59,20 @@ def shadow_task(turn_id: int) -> dict[str, Any]:
 
 @shared_task(name="coaching.specialist", acks_late=True)
 def specialist_task(turn_id: int, agent: str) -> dict[str, Any]:
-    return _never_raise(
-        lambda: pipeline.specialist_step(turn_id=turn_id, agent=agent, after_shadow=True), turn_id=turn_id, agent=agent
-    )
+    try:
+        return _never_raise(
+            lambda: pipeline.specialist_step(turn_id=turn_id, agent=agent, after_shadow=True),
+            turn_id=turn_id,
+            agent=agent,
+        )
+    finally:
+        handoff.give(turn_id, handoff.TRIO, [Agent.SYNTH])  # this specialist is done, one way or another
 
 
 @shared_task(name="coaching.synth", acks_late=True)
-def synth_task(_specialist_results: list[dict[str, Any]], turn_id: int) -> dict[str, Any]:
+def synth_task(turn_id: int) -> dict[str, Any]:
     try:
-        status = pipeline.synth_step(turn_id=turn_id)
+        status = pipeline.synth_step(turn_id=turn_id, after_trio=True)
     except Exception:
         # Do not leave the coachee waiting for the watchdog: deliver the fallback now.
         logger.exception("synth step crashed on turn %s", turn_id)
@@ -99,9 +104,10 @@ def prune_raw_outputs_task() -> dict[str, Any]:
 
 
 def trio_canvas(turn_id: int) -> Any:
-    """chord(persona | plasticity | stability) → synth (arbitration, critic gate, delivery): the
-    chord's counter in the Redis result backend starts Synth when all three have returned."""
-    return chord(group(specialist_task.si(turn_id, agent) for agent in SPECIALISTS), synth_task.s(turn_id=turn_id))
+    """persona | plasticity | stability | synth, queued together while Shadow runs: each
+    specialist waits for Shadow's findings, Synth (arbitration, critic gate, delivery) for the
+    three specialists, through handoff.py, so no stage waits for a publish and a pickup."""
+    return group(*(specialist_task.si(turn_id, agent) for agent in SPECIALISTS), synth_task.si(turn_id))
 
 
 def trio_queue(turn_id: int) -> None:
@@ -124,8 +130,8 @@ def trio_queue_soon(turn_id: int) -> None:
 
 
 def turn_canvas(turn_id: int) -> Any:
-    """shadow, which queues chord(persona | plasticity | stability) → synth as its model call
-    starts (see trio_queue_soon); the trio waits for Shadow's committed findings."""
+    """shadow, which queues persona | plasticity | stability | synth as its model call starts
+    (trio_queue_soon); each stage waits for the one before it (handoff.py)."""
     return shadow_task.si(turn_id)
 
 

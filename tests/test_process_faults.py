@@ -335,6 +335,15 @@ async def test_a_worker_killed_during_the_trio_is_replaced_and_the_trio_redelive
     print(f"\nworker SIGKILL during the trio: redelivered, turn done {took:.1f} s after the kill; {summary}")
 
 
+def exits_within(process: Any, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return True
+        time.sleep(0.1)
+    return False
+
+
 async def test_redis_restarted_mid_turn(make_stack: Any, live_sim: Any) -> None:
     stack = await asyncio.to_thread(make_stack, "redisrestart", deadline_s=20)
     live_sim.configure(agents=SLOW_TRIO)
@@ -349,9 +358,10 @@ async def test_redis_restarted_mid_turn(make_stack: Any, live_sim: Any) -> None:
     await finish(convo, turn_id, timeout_s=30)  # reconnect and resume if the socket missed it
     first = synth_reply(convo, turn_id)
     # kombu 5.7 can crash the worker while it reconnects ("Unrecoverable error: AttributeError
-    # ... 'hostname'" in Channel.close). Production runs workers under a supervisor that
-    # restarts them; do what it would, and report it.
-    worker_restarted = stack.workers[-1].poll() is not None
+    # ... 'hostname'" in Channel.close), seconds after Redis is back and possibly after the
+    # turn has ended. Production runs workers under a supervisor that restarts them; do what
+    # it would, and report it.
+    worker_restarted = await asyncio.to_thread(exits_within, stack.workers[-1], 8.0)
     if worker_restarted:
         await asyncio.to_thread(stack.start_worker)
 

@@ -235,7 +235,7 @@ async def test_redelivered_tasks_change_nothing(live_stack: LiveStack, live_sim:
     results = [
         tasks.shadow_task.delay(turn.pk),
         tasks.specialist_task.delay(turn.pk, "persona"),
-        tasks.synth_task.delay([], turn_id=turn.pk),
+        tasks.synth_task.delay(turn.pk),
     ]
     for result in results:
         await asyncio.to_thread(result.get, timeout=30)
