@@ -31,7 +31,6 @@ from agents import (
     selectors,
     services,
     tokens,
-    transactions,
     turn_cache,
 )
 from agents.arbitration import Arbitration, MoveInfo, arbitrate, arbitrate_crisis, render_brief
@@ -342,7 +341,6 @@ def run_json_agent(
         return _record_failure(run, turn, started, f"prompt v{prompt.version} cannot be filled: {exc}", attempts=0)
 
     messages = agent_messages(shared, instructions)
-    transactions.db_release()  # not held through the model call
     if before_call is not None:
         before_call()
     answer = complete_structured(
@@ -523,7 +521,6 @@ def prefix_wait(turn: Turn) -> None:
     def stored() -> bool:
         return Turn.objects.filter(pk=turn.pk, shared_tokens__isnull=False).exists()
 
-    transactions.db_release()
     if handoff.wait(turn.pk, handoff.PREFIX, Agent.SHADOW, deadline=time.time() + PREFIX_WAIT_S, done=stored):
         turn.refresh_from_db(fields=["shared_prompt", "shared_tokens", "shared_message_ids", "shared_dropped"])
 
@@ -620,7 +617,6 @@ def shadow_wait(turn: Turn, agent: str) -> None:
         runs = AgentRun.objects.filter(turn=turn, agent=Agent.SHADOW, round=1)
         return runs.exclude(status=RunStatus.RUNNING).exists()
 
-    transactions.db_release()
     handoff.wait(turn.pk, handoff.SHADOW, agent, deadline=stage_deadline(turn, "shadow"), done=shadow_ended)
 
 
@@ -653,6 +649,8 @@ def specialist_step(*, turn_id: int, agent: str, after_shadow: bool = False) -> 
         deadline=stage_deadline(turn, "specialists"),
         extra_instructions=shadow_findings_text(turn),
     )
+    if result.output is not None:
+        turn_cache.output_remember(turn.pk, agent, result.output)  # for Synth, if here
     return result.run.status
 
 
@@ -786,7 +784,6 @@ def trio_wait(turn: Turn) -> None:
         runs = AgentRun.objects.filter(turn=turn, agent__in=SPECIALISTS, round=1)
         return runs.exclude(status=RunStatus.RUNNING).count() == len(SPECIALISTS)
 
-    transactions.db_release()
     handoff.wait(
         turn.pk,
         handoff.TRIO,
@@ -810,7 +807,10 @@ def synth_step(*, turn_id: int, after_trio: bool = False) -> str:
         trio_wait(turn)
         if turn_cache.running_turn(turn_id, load_turn) is None:  # ended meanwhile (deadline, Stop)
             return "skipped"
-    outputs = succeeded_outputs(turn)
+    # Kept by the steps that produced them when they ran in this process; else all from the database.
+    outputs = turn_cache.outputs_for(turn.pk)
+    if len(outputs) < 1 + len(SPECIALISTS):
+        outputs = succeeded_outputs(turn)
     arbitration = arbitration_for(turn, catalog, outputs)
     brief = arbitration.brief
     coach_reply = coach_reply_text(turn.pk)

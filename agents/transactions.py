@@ -34,11 +34,3 @@ def bookkeeping_atomic() -> Iterator[None]:
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL synchronous_commit TO OFF")
         yield
-
-
-def db_release() -> None:
-    """Hand this thread's connection back to the pool before a long wait (a model call, another
-    stage), so a worker's threads hold connections only while they use them. Inside a
-    transaction, or without a pool (a close would mean a new connection next time), it stays."""
-    if not connection.in_atomic_block and getattr(connection, "pool", None) is not None:
-        connection.close()

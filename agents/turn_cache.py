@@ -9,8 +9,9 @@ their preludes at ~20 ms each, most of it these reads.
 - `setup_for(turn_id)`: configurations, active prompts and catalog, read once per turn per
   process by the first step that needs them. A turn runs with the setup it started with; an
   operator's change applies from the next turn (and a step in another process reads it anew).
-- `output_remember` / `output_for`: an agent's validated output, kept by the step that produced
-  it once its run is committed; a step in another process reads the database instead.
+- `output_remember` / `output_for` / `outputs_for`: an agent's validated output, kept by the
+  step that produced it once its run is committed (Shadow's for the trio, all four for Synth);
+  a step in another process, or one missing an output, reads the database instead.
 - `turn_remember` / `running_turn`: the Turn row with its shared prefix built, for the steps that
   only read it (Coach, the trio). Its status is always read fresh: a stopped or expired turn is
   never run from here. Steps that change the turn (Synth) load their own.
@@ -102,6 +103,12 @@ def setup_for(turn_id: int) -> TurnSetup:
 def output_remember(turn_id: int, agent: str, output: AgentOutput) -> None:
     with _lock:
         _entry(turn_id).outputs[agent] = output
+
+
+def outputs_for(turn_id: int) -> dict[str, AgentOutput]:
+    with _lock:
+        entry = _turns.get(turn_id)
+        return dict(entry.outputs) if entry is not None else {}
 
 
 def output_for(turn_id: int, agent: str) -> AgentOutput | None:
