@@ -83,7 +83,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--ttft-ms", type=float, default=200.0)
     parser.add_argument("--tokens-per-s", type=float, default=100.0)
     parser.add_argument("--coach-tokens", type=int, default=60)
-    parser.add_argument("--worker-concurrency", type=int, default=32)
+    # Each turn holds up to five threads at once (the trio and Synth wait for the stage before).
+    parser.add_argument("--worker-concurrency", type=int, default=64)
     parser.add_argument("--worker-log-level", default="WARNING", help="INFO logs each task's receipt (diagnosis)")
     parser.add_argument("--turn-deadline-s", type=float, default=60.0)
     parser.add_argument("--settle-s", type=float, default=11.0, help="quiet time before reading DB counters")
@@ -310,6 +311,17 @@ def foreign_workers() -> list[str]:
     return sorted(n for n in names if not n.startswith(worker_name() + "@"))
 
 
+def thread_seconds(turn: dict[str, Any]) -> float:
+    """How long one turn holds worker threads: Shadow its call; each specialist, queued as
+    Shadow's call starts, Shadow's call and its own; Synth, queued with them, Shadow's, the
+    slowest specialist's, its own and the critic's (handoff.py)."""
+    shadow = turn["shadow_ms"] or 0
+    specialists = [v or 0 for v in turn["specialists_ms"].values()] or [0]
+    synth = (turn["synth_ms"] or 0) + (turn["critic_ms"] or 0)
+    held = shadow + sum(shadow + s for s in specialists) + shadow + max(specialists) + synth
+    return held / 1000
+
+
 def diagnose(scenarios: list[dict[str, Any]], knee: dict[str, Any], worker_threads: int) -> list[str]:
     """What limits throughput at the load knee and at the heaviest load: CPU, threads, delivery, stages."""
     if not scenarios:
@@ -340,17 +352,13 @@ def diagnose_scenario(target: dict[str, Any], baseline: dict[str, Any], worker_t
         if usage["mean_pct"] >= 85:
             lines.append(f"{head} {name} used about one full core: one Python process (one GIL) is at its limit")
     # Little's law: threads busy on average = task throughput x the time each task holds a thread.
-    per_turn_s = [
-        sum(v or 0 for v in (t["shadow_ms"], t["synth_ms"], t["critic_ms"], *t["specialists_ms"].values())) / 1000
-        for t in target["turns"]
-        if t["shadow_ms"] is not None
-    ]
+    per_turn_s = [thread_seconds(t) for t in target["turns"] if t["shadow_ms"] is not None]
     rate = target["summary"]["turns_per_s"]
     if per_turn_s and rate:
         busy = rate * sum(per_turn_s) / len(per_turn_s)
         lines.append(
-            f"{head} Celery threads busy waiting on the model: about {busy:.1f} of {worker_threads} on average "
-            "(turns/s x model seconds per turn)"
+            f"{head} Celery threads busy waiting on the model or an earlier stage: about {busy:.1f} of "
+            f"{worker_threads} on average (turns/s x thread-seconds per turn)"
         )
     # Events Daphne sends itself (the ack) arriving long after the work that follows them (Coach's run
     # row) means they wait on the way out: channel layer -> Daphne's receive loop -> socket.

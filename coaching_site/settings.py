@@ -36,10 +36,10 @@ def env_list(name: str, default: str) -> list[str]:
 
 def database_from_url(url: str) -> dict[str, object]:
     parsed = urlparse(url)
-    # At least a Celery worker's threads (-c 32 in the benchmark) plus a few: a thread keeps its
+    # At least a Celery worker's threads (-c 64 in the benchmark) plus a few: a thread keeps its
     # connection for the whole task (handing it back before each wait or model call cost a
     # health-check ping on the turn's critical path every time it was taken again).
-    pool_max_size = env_int("DATABASE_POOL_MAX_SIZE", 40)
+    pool_max_size = env_int("DATABASE_POOL_MAX_SIZE", 80)
     return {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": unquote(parsed.path.lstrip("/")),
