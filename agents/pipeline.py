@@ -44,12 +44,9 @@ from agents.models import (
     AgentConfig,
     AgentRun,
     BlackboardVersion,
-    CoachingMove,
     Conflict,
     Escalation,
     Message,
-    PromptStatus,
-    PromptVersion,
     RunStatus,
     Turn,
 )
@@ -89,17 +86,6 @@ def load_turn(turn_id: int) -> Turn:
     return Turn.objects.select_related("session__coachee", "user_message", "context_blackboard", "coach_message").get(
         pk=turn_id
     )
-
-
-def move_catalog() -> dict[str, MoveInfo]:
-    return {
-        m.key: MoveInfo(m.key, m.name, m.description, m.pushes)
-        for m in CoachingMove.objects.filter(active=True).order_by("key")
-    }
-
-
-def active_prompt(agent: str) -> PromptVersion:
-    return PromptVersion.objects.get(agent=agent, status=PromptStatus.ACTIVE)
 
 
 def stage_deadline(turn: Turn, stage: str) -> float:

@@ -64,15 +64,19 @@ _lock = threading.Lock()
 _turns: OrderedDict[int, _Entry] = OrderedDict()
 
 
+def move_catalog() -> dict[str, MoveInfo]:
+    """The active coaching moves, by key."""
+    return {
+        m.key: MoveInfo(m.key, m.name, m.description, m.pushes)
+        for m in CoachingMove.objects.filter(active=True).order_by("key")
+    }
+
+
 def setup_load() -> TurnSetup:
     """Read the setup from the database (three queries)."""
     configs = {c.agent: c for c in AgentConfig.objects.select_related("endpoint")}
     prompts = {p.agent: p for p in PromptVersion.objects.filter(status=PromptStatus.ACTIVE)}
-    catalog = {
-        m.key: MoveInfo(m.key, m.name, m.description, m.pushes)
-        for m in CoachingMove.objects.filter(active=True).order_by("key")
-    }
-    return TurnSetup(configs=configs, prompts=prompts, catalog=catalog)
+    return TurnSetup(configs=configs, prompts=prompts, catalog=move_catalog())
 
 
 def _entry(turn_id: int) -> _Entry:

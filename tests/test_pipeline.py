@@ -15,7 +15,7 @@ from django.conf import settings as django_settings
 from django.db import connections
 from django.utils import timezone
 
-from agents import blackboard, pipeline, services
+from agents import blackboard, pipeline, services, turn_cache
 from agents.llm.client import Completion
 from agents.llm.errors import LLMOutputError, LLMPermanentError, LLMTransientError
 from agents.llm.simulator import SimulatorServer
@@ -497,7 +497,7 @@ def gate(turn: Turn, synth: SynthOutput, blocked: list[str]) -> pipeline.GateVer
         shared=pipeline.turn_shared_context(turn),
         synth=synth,
         brief={"blocked_moves": blocked},
-        catalog=pipeline.move_catalog(),
+        catalog=turn_cache.move_catalog(),
         round=1,
     )
 
