@@ -154,10 +154,15 @@ def _executor() -> ThreadPoolExecutor:
 def _server_counts(spec: EndpointSpec, texts: list[str]) -> list[int | None]:
     """The server's counts of several texts, asked at once: a turn's new texts (its head, the
     newest messages) cost one round trip instead of one each, before Coach's first token."""
+    if not texts:
+        return []
     if not _routes(spec, "") or not settings.COACHING_LLM_ALLOW_REQUESTS or cache.get(_down_key(spec)):
         return [None] * len(texts)
     if len(texts) == 1:
         return [_server_count(spec, texts[0])]
+    if (spec.kind, spec.base_url) not in _working_route:
+        # The first text finds which route this server answers (probed once), the rest go at once.
+        return [_server_count(spec, texts[0]), *_server_counts(spec, texts[1:])]
     return list(_executor().map(functools.partial(_server_count, spec), texts))
 
 
