@@ -53,9 +53,11 @@ def database_from_url(url: str) -> dict[str, object]:
         # close() hands the connection back. Health checks: the pool pings before lending one.
         # A pool excludes persistent connections (CONN_MAX_AGE), which it replaces.
         # DATABASE_POOL_MAX_SIZE=0 turns it off (e.g. behind PgBouncer in transaction mode).
+        # timeout: how long a thread waits for a connection (a busy pool or a server that is
+        # down) before its request fails with an error.
         "CONN_MAX_AGE": 0 if pool_max_size else env_int("DATABASE_CONN_MAX_AGE", 60),
         "CONN_HEALTH_CHECKS": True,
-        "OPTIONS": {"pool": {"min_size": 1, "max_size": pool_max_size, "timeout": 10.0}} if pool_max_size else {},
+        "OPTIONS": {"pool": {"min_size": 1, "max_size": pool_max_size, "timeout": 5.0}} if pool_max_size else {},
     }
 
 
