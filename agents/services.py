@@ -190,14 +190,19 @@ def pipeline_start(*, turn_id: int) -> None:
         _start_pipeline(turn_id)
     except Exception:
         logger.exception("could not queue the agents of turn %s", turn_id)
-        turn_finish(
-            turn_id=turn_id,
-            reply=FALLBACK_REPLY,
-            fallback=True,
-            degraded=True,
-            flag_reason="the turn's agents could not be queued",
-            missing=["shadow", "persona", "plasticity", "stability", "synth"],
-        )
+        turn_finish_unqueued(turn_id=turn_id, missing=["shadow", "persona", "plasticity", "stability", "synth"])
+
+
+def turn_finish_unqueued(*, turn_id: int, missing: list[str]) -> bool:
+    """Agents of the turn could not be queued (the broker refused): the fallback now."""
+    return turn_finish(
+        turn_id=turn_id,
+        reply=FALLBACK_REPLY,
+        fallback=True,
+        degraded=True,
+        flag_reason="the turn's agents could not be queued",
+        missing=missing,
+    )
 
 
 def shared_prefix_ready(*, turn_id: int) -> None:

@@ -17,6 +17,9 @@ logger = logging.getLogger(__name__)
 # Seconds after the deadline before the watchdog looks: the normal path finishes
 # inside the deadline, so the watchdog only ever acts on a turn that is really stuck.
 WATCHDOG_GRACE_S = 1.0
+# Shadow's task waits this long at most for the trio's early publish before trying it itself
+# (Celery's publish retries take a few seconds when the broker is down).
+EARLY_QUEUE_JOIN_S = 10.0
 
 
 def _never_raise(step: Callable[[], str], *, turn_id: int, agent: str) -> dict[str, Any]:
@@ -32,9 +35,10 @@ def _never_raise(step: Callable[[], str], *, turn_id: int, agent: str) -> dict[s
 
 @shared_task(name="coaching.shadow", acks_late=True)
 def shadow_task(turn_id: int) -> dict[str, Any]:
+    early: list[threading.Thread] = []
     result = _never_raise(
         lambda: pipeline.shadow_step(
-            turn_id=turn_id, prefix_from_coach=True, before_call=lambda: trio_queue_soon(turn_id)
+            turn_id=turn_id, prefix_from_coach=True, before_call=lambda: early.append(trio_queue_soon(turn_id))
         ),
         turn_id=turn_id,
         agent="shadow",
@@ -42,18 +46,13 @@ def shadow_task(turn_id: int) -> dict[str, Any]:
     # Whatever became of Shadow: the trio is queued (if queuing it early failed) and goes on.
     if result["status"] != "succeeded":
         handoff.give(turn_id, handoff.SHADOW, SPECIALISTS)
+    for thread in early:
+        thread.join(EARLY_QUEUE_JOIN_S)  # its outcome first: a publish in flight holds the once-mark
     try:
         trio_queue(turn_id)
     except Exception:
         logger.exception("could not queue the trio of turn %s", turn_id)
-        services.turn_finish(
-            turn_id=turn_id,
-            reply=services.FALLBACK_REPLY,
-            fallback=True,
-            degraded=True,
-            flag_reason="the turn's agents could not be queued",
-            missing=["persona", "plasticity", "stability", "synth"],
-        )
+        services.turn_finish_unqueued(turn_id=turn_id, missing=["persona", "plasticity", "stability", "synth"])
     return result
 
 
@@ -115,7 +114,7 @@ def trio_queue(turn_id: int) -> None:
     handoff.queue_once(turn_id, trio_canvas(turn_id).apply_async)
 
 
-def trio_queue_soon(turn_id: int) -> None:
+def trio_queue_soon(turn_id: int) -> threading.Thread:
     """Queue the trio beside Shadow's model call: the specialists then read their inputs while
     Shadow's model works and wait for its findings (handoff.py). A failure here is retried
     when Shadow's task ends."""
@@ -126,7 +125,9 @@ def trio_queue_soon(turn_id: int) -> None:
         except Exception:
             logger.warning("could not queue the trio of turn %s early; Shadow's task will", turn_id, exc_info=True)
 
-    threading.Thread(target=queue, name=f"trio-queue-{turn_id}", daemon=True).start()
+    thread = threading.Thread(target=queue, name=f"trio-queue-{turn_id}", daemon=True)
+    thread.start()
+    return thread
 
 
 def turn_canvas(turn_id: int) -> Any:

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import pytest
 from django.db import connections
 
-from agents import handoff, pipeline
+from agents import handoff, pipeline, services, tasks
 from agents.llm.simulator import SimulatorServer
-from agents.models import AgentRun, RunStatus, Turn
+from agents.models import AgentRun, Message, RunStatus, Turn
 
 pytestmark = pytest.mark.timeout(30)
 TRIO = ["persona", "plasticity", "stability"]
@@ -120,3 +120,19 @@ def test_a_specialist_queued_with_shadow_calls_its_model_only_after_shadow(
     assert [c["agent"] for c in sim.calls()] == ["shadow", "stability"]
     stability = AgentRun.objects.get(turn=turn, agent="stability")
     assert "Shadow's findings for this message:\n<<<data" in stability.extra_instructions
+
+
+def test_a_trio_that_cannot_be_queued_ends_the_turn_with_the_fallback_at_once(
+    turn: Turn, sim: SimulatorServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class BrokerDown:
+        def apply_async(self) -> None:
+            raise ConnectionError("broker down")
+
+    monkeypatch.setattr(tasks, "trio_canvas", lambda turn_id: BrokerDown())
+    assert tasks.shadow_task(turn.pk)["status"] == RunStatus.SUCCEEDED
+    turn.refresh_from_db()
+    assert turn.status == "done"
+    assert turn.degraded is True
+    assert turn.flag_reason == "the turn's agents could not be queued"
+    assert [m.text for m in Message.objects.filter(session=turn.session, role="synth")] == [services.FALLBACK_REPLY]
