@@ -190,18 +190,18 @@ def pipeline_start(*, turn_id: int) -> None:
         _start_pipeline(turn_id)
     except Exception:
         logger.exception("could not queue the agents of turn %s", turn_id)
-        turn_finish_unqueued(turn_id=turn_id, missing=["shadow", "persona", "plasticity", "stability", "synth"])
+        turn_fallback(
+            turn_id=turn_id,
+            reason="the turn's agents could not be queued",
+            missing=["shadow", "persona", "plasticity", "stability", "synth"],
+        )
 
 
-def turn_finish_unqueued(*, turn_id: int, missing: list[str]) -> bool:
-    """Agents of the turn could not be queued (the broker refused): the fallback now."""
+def turn_fallback(*, turn_id: int, reason: str, missing: list[str]) -> bool:
+    """End the turn now with the fallback reply, flagged with `reason` (queuing failed, the
+    deadline passed, Synth crashed). False when it had already ended."""
     return turn_finish(
-        turn_id=turn_id,
-        reply=FALLBACK_REPLY,
-        fallback=True,
-        degraded=True,
-        flag_reason="the turn's agents could not be queued",
-        missing=missing,
+        turn_id=turn_id, reply=FALLBACK_REPLY, fallback=True, degraded=True, flag_reason=reason, missing=missing
     )
 
 
@@ -424,14 +424,7 @@ def turn_expire(*, turn_id: int) -> bool:
         AgentRun.objects.filter(turn=turn, status=RunStatus.RUNNING).values_list("agent", flat=True).distinct()
     )
     logger.warning("turn %s passed its deadline; unfinished agents: %s", turn_id, unfinished)
-    return turn_finish(
-        turn_id=turn_id,
-        reply=FALLBACK_REPLY,
-        fallback=True,
-        degraded=True,
-        flag_reason="deadline passed",
-        missing=unfinished,
-    )
+    return turn_fallback(turn_id=turn_id, reason="deadline passed", missing=unfinished)
 
 
 # The sweeper acts this long after a deadline: the watchdogs (Celery's and Daphne's) come first.

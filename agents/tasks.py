@@ -52,7 +52,11 @@ def shadow_task(turn_id: int) -> dict[str, Any]:
         trio_queue(turn_id)
     except Exception:
         logger.exception("could not queue the trio of turn %s", turn_id)
-        services.turn_finish_unqueued(turn_id=turn_id, missing=["persona", "plasticity", "stability", "synth"])
+        services.turn_fallback(
+            turn_id=turn_id,
+            reason="the turn's agents could not be queued",
+            missing=["persona", "plasticity", "stability", "synth"],
+        )
     return result
 
 
@@ -75,14 +79,7 @@ def synth_task(turn_id: int) -> dict[str, Any]:
     except Exception:
         # Do not leave the coachee waiting for the watchdog: deliver the fallback now.
         logger.exception("synth step crashed on turn %s", turn_id)
-        delivered = services.turn_finish(
-            turn_id=turn_id,
-            reply=services.FALLBACK_REPLY,
-            fallback=True,
-            degraded=True,
-            flag_reason="synth step crashed",
-            missing=["synth"],
-        )
+        delivered = services.turn_fallback(turn_id=turn_id, reason="synth step crashed", missing=["synth"])
         status = "fallback" if delivered else "stale"
     return {"turn_id": turn_id, "agent": "synth", "status": status}
 
