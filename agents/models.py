@@ -537,3 +537,21 @@ class Prediction(models.Model):
 
     def __str__(self) -> str:
         return f"Prediction {self.pk} ({self.status})"
+
+
+class ChangeStamp(models.Model):
+    """A version PostgreSQL triggers renew whenever what it stamps changes (migration 0015), so
+    a process can keep a copy and check it with one number instead of reading it all again.
+    Versions come from one sequence: never given twice, even after the table is emptied.
+
+    Keys: "setup" (agent configs, endpoints, prompts, moves, crisis patterns: renewed in the
+    writing statement) and "coachee:<id>" (what a turn's shared prefix reads about the coachee:
+    messages, summaries, sessions, predictions, Stability's runs: renewed when the writing
+    transaction commits, so the stamp row is locked last and never in an order that could
+    deadlock)."""
+
+    key = models.CharField(max_length=40, primary_key=True)
+    version = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.key} v{self.version}"

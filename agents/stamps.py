@@ -1,0 +1,41 @@
+"""Change stamps (models.ChangeStamp): one number that says whether a process's copy of
+something (the agents' setup, a coachee's context sources) is still current.
+
+PostgreSQL triggers raise them (migration 0015); nothing in Python writes them.
+"""
+
+from __future__ import annotations
+
+from django.db import connection
+
+from agents.models import ChangeStamp
+
+SETUP = "setup"
+
+
+def coachee_key(coachee_id: int) -> str:
+    return f"coachee:{coachee_id}"
+
+
+def versions(keys: list[str]) -> dict[str, int]:
+    """The current version of each key (0 for one never raised)."""
+    found = dict(ChangeStamp.objects.filter(key__in=keys).values_list("key", "version"))
+    return {key: int(found.get(key, 0)) for key in keys}
+
+
+def next_seq_with_versions(session_id: int, keys: list[str]) -> tuple[int, list[int]]:
+    """The session's next sequence number and the versions of `keys`, in one statement.
+
+    Read after the session's row lock is held (the caller's select_for_update): a writer that
+    took the lock before us has committed, so its change is counted in these versions."""
+    stamp_table = ChangeStamp._meta.db_table
+    reads = ", ".join(f"COALESCE((SELECT version FROM {stamp_table} WHERE key = %s), 0)" for _ in keys)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE agents_coachingsession SET last_seq = last_seq + 1 WHERE id = %s RETURNING last_seq, {reads}",
+            [session_id, *keys],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise LookupError(f"no session {session_id}")
+    return int(row[0]), [int(v) for v in row[1:]]
