@@ -22,9 +22,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents import safety, selectors, services, tokens, turn_cache
-from agents.context import agent_messages, reply_count_ahead
+from agents.context import SharedContext, agent_messages, reply_count_ahead
+from agents.llm import breaker
 from agents.llm.client import EndpointSpec, StreamState, chat_stream
-from agents.llm.errors import LLMError
+from agents.llm.errors import LLMCircuitOpen, LLMError
 from agents.llm.schema import extra_body_for
 from agents.models import (
     Agent,
@@ -35,7 +36,14 @@ from agents.models import (
     RunStatus,
     Turn,
 )
-from agents.pipeline import catalog_text, load_turn, request_headers, turn_shared_context
+from agents.pipeline import (
+    catalog_text,
+    load_turn,
+    request_headers,
+    shared_context_build,
+    shared_context_store,
+    stored_shared_context,
+)
 from agents.prompts import render_prompt
 from agents.transactions import bookkeeping_atomic
 
@@ -62,8 +70,12 @@ class CoachCall:
     extra_body: dict[str, Any]
     deadline: float
     run_inputs: dict[str, Any]  # what Coach's AgentRun records about its inputs
-    shared_tokens: int  # of the turn's shared prefix, as counted when it was built
+    shared: SharedContext  # the turn's shared prefix (stored by coach_prefix_store when Coach built it)
     context_budget: int
+    prefix_built: bool  # Coach built the prefix: it stores it once its request is out
+    turn: Turn  # as coach_prepare read it (read-only)
+    # The endpoint's breaker, asked in coach_prepare's thread (no thread hop before the request).
+    circuit_open: LLMCircuitOpen | None
     # Set by coach_record_start, once the reply's message and run exist.
     message_id: int = 0
     run_id: int = 0
@@ -78,8 +90,9 @@ def previous_blocked_moves(turn: Turn) -> list[str]:
 
 
 def coach_prepare(*, turn_id: int) -> CoachCall | None:
-    """Everything Coach's request needs, read from the database (nothing is written but the
-    turn's shared prompt, when Coach is the first to build it). None when Coach does not run."""
+    """Everything Coach's request needs, read from the database and nothing written: when
+    Coach builds the turn's shared prefix, coach_prefix_store stores it after the request is
+    out. None when Coach does not run."""
     turn = turn_cache.running_turn(turn_id, load_turn)
     if turn is None:
         return None
@@ -88,13 +101,19 @@ def coach_prepare(*, turn_id: int) -> CoachCall | None:
     if not config.enabled or turn.coach_message_id is not None:
         return None
     prompt = setup.prompt(Agent.COACH)
-    shared = turn_shared_context(turn)
+    stored = stored_shared_context(turn)
+    shared = stored or shared_context_build(turn)
     # Read by the build when Coach built the prefix (the usual case), else once more here.
     blocked = (
         shared.previous_blocked_moves if shared.previous_blocked_moves is not None else previous_blocked_moves(turn)
     )
     values = {"blocked_moves": catalog_text(setup.catalog, blocked) if blocked else "none"}
     spec = EndpointSpec.from_endpoint(config.endpoint)
+    circuit_open = None
+    try:
+        breaker.for_endpoint(spec.name).before_call()
+    except LLMCircuitOpen as exc:
+        circuit_open = exc
     return CoachCall(
         turn_id=turn.pk,
         session_id=turn.session_id,
@@ -104,8 +123,11 @@ def coach_prepare(*, turn_id: int) -> CoachCall | None:
         temperature=config.temperature,
         extra_body=extra_body_for(spec.kind, thinking=config.thinking),
         deadline=turn.deadline_at.timestamp(),
-        shared_tokens=shared.tokens,
+        shared=shared,
         context_budget=config.context_budget,
+        prefix_built=stored is None,
+        turn=turn,
+        circuit_open=circuit_open,
         run_inputs={
             "prompt_version": prompt,
             "endpoint": config.endpoint,
@@ -114,6 +136,16 @@ def coach_prepare(*, turn_id: int) -> CoachCall | None:
             "prompt_values": values,
         },
     )
+
+
+def coach_prefix_store(*, call: CoachCall) -> None:
+    """Store the prefix Coach built, for the turn's other agents (Shadow waits for it)."""
+    if not call.prefix_built:
+        return
+    stored = shared_context_store(call.turn, call.shared)
+    if stored.text != call.shared.text:
+        # Shadow stopped waiting and stored its own build first: the others see that one.
+        logger.info("coach's prefix on turn %s differs from the stored one", call.turn_id)
 
 
 def coach_record_start(*, call: CoachCall) -> None:
@@ -150,8 +182,8 @@ def coach_end(
     overhead = tokens.MESSAGE_OVERHEAD_TOKENS * len(call.messages)
     context: dict[str, Any] = {
         **call.run_inputs["context_dropped"],
-        "shared_tokens": call.shared_tokens,
-        "own_tokens": max(0, prompt_tokens - call.shared_tokens - overhead),
+        "shared_tokens": call.shared.tokens,
+        "own_tokens": max(0, prompt_tokens - call.shared.tokens - overhead),
     }
     if prompt_tokens > call.context_budget:
         context["over_budget_by"] = prompt_tokens - call.context_budget
@@ -206,39 +238,88 @@ def coach_end(
             services.degraded_notice_emit(turn_id=call.turn_id, reason="coach_failed")
 
 
-async def coach_stream(turn_id: int, *, on_prepared: Callable[[], None] | None = None) -> None:
-    """Generate the Coach reply for a turn and relay it to the session's group.
+@dataclass(frozen=True)
+class Accepted:
+    result: services.AcceptResult | None  # None: over the rate limit, nothing stored
+    call: CoachCall | None = None  # Coach's request, prepared; None when Coach does not run
 
-    `on_prepared` is called once Coach's request is ready (or Coach cannot run): by then the
-    turn's shared prefix is built and stored, so Shadow, waiting for it, does not build it again."""
+
+def coach_accept(
+    *, session_id: int, user_id: int, client_id: str, text: str, on_accepted: Callable[[services.AcceptResult], None]
+) -> Accepted:
+    """The rate limit, turn_accept and Coach's preparation in one call on the database thread
+    (each hop from the event loop to it and back cost about a millisecond before Coach's first
+    token). `on_accepted` runs between the commit and the preparation, on this thread."""
+    if not services.turn_rate_allows(user_id=user_id):
+        return Accepted(None)
+    result = services.turn_accept(session_id=session_id, user_id=user_id, client_id=client_id, text=text)
+    if not result.created:
+        return Accepted(result)
+    on_accepted(result)
     try:
-        call = await database_sync_to_async(coach_prepare)(turn_id=turn_id)
+        call = coach_prepare(turn_id=result.turn_id)
     except Exception:
         # Coach could not even start (configuration, database): the full answer still comes.
-        logger.exception("coach could not start on turn %s", turn_id)
+        logger.exception("coach could not start on turn %s", result.turn_id)
         call = None
+    return Accepted(result, call)
+
+
+async def coach_run(turn_id: int, call: CoachCall | None, *, on_prepared: Callable[[], None] | None = None) -> None:
+    """Send Coach's prepared request (coach_accept) and relay the reply to the session's group.
+
+    `on_prepared` is called once (even when this is cancelled) when the turn's shared prefix is
+    stored, just after Coach's request goes out, or Coach does not build it (`call` is None):
+    Shadow, waiting for it, does not build it again."""
+    prepared = _Once(on_prepared)
+    try:
+        await _coach_run(turn_id, call, prepared)
     finally:
-        if on_prepared is not None:
-            on_prepared()
+        prepared()
+
+
+class _Once:
+    def __init__(self, callback: Callable[[], None] | None) -> None:
+        self.callback = callback
+
+    def __call__(self) -> None:
+        callback, self.callback = self.callback, None
+        if callback is not None:
+            callback()
+
+
+async def _coach_run(turn_id: int, call: CoachCall | None, on_prepared: _Once) -> None:
     if call is None:
+        on_prepared()
         await degraded_notice_if_open(turn_id)
         await database_sync_to_async(services.turn_canvas_after_coach)(turn_id=turn_id)
         return
     state = StreamState()
     started = time.monotonic()
-    stream = chat_stream(
-        call.spec,
-        call.messages,
-        state,
-        max_tokens=call.max_tokens,
-        temperature=call.temperature,
-        extra_body=call.extra_body,
-        headers=request_headers(Agent.COACH, call.turn_id),
-        timeout_s=max(1.0, call.deadline - time.time()),
+    stream = (
+        _refused(call.circuit_open)
+        if call.circuit_open is not None
+        else chat_stream(
+            call.spec,
+            call.messages,
+            state,
+            max_tokens=call.max_tokens,
+            temperature=call.temperature,
+            extra_body=call.extra_body,
+            headers=request_headers(Agent.COACH, call.turn_id),
+            timeout_s=max(1.0, call.deadline - time.time()),
+            circuit_checked=True,
+        )
     )
-    # The request goes out first; the reply's message and run are written while the model
-    # prepares its first token, which is then relayed at once.
+    # The request goes out first; the prefix, the reply's message and run are written while
+    # the model prepares its first token, which is then relayed at once.
     first_piece = asyncio.ensure_future(anext(stream))
+    try:
+        await database_sync_to_async(coach_prefix_store)(call=call)
+    except Exception:
+        logger.exception("coach could not store the prefix of turn %s", turn_id)  # Shadow builds its own
+    finally:
+        on_prepared()
     try:
         await database_sync_to_async(coach_record_start)(call=call)
     except BaseException as exc:
@@ -250,6 +331,12 @@ async def coach_stream(turn_id: int, *, on_prepared: Callable[[], None] | None =
         return
     await degraded_notice_if_open(turn_id)  # after the request is out: it never delays Coach
     await coach_relay(call, state, pieces_from(first_piece, stream), started=started)
+
+
+async def _refused(error: LLMError) -> AsyncIterator[str]:
+    """A stream that fails at once, like chat_stream when the breaker refuses the call."""
+    raise error
+    yield ""  # unreachable: makes this an async generator
 
 
 async def degraded_notice_if_open(turn_id: int) -> None:

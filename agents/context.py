@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
-from django.db.models import F, Window
+from django.db.models import F, QuerySet, Window
 from django.db.models.functions import RowNumber
 
 from agents import blackboard, selectors, tokens, turn_cache
@@ -54,6 +54,7 @@ from agents.models import (
 )
 from agents.tokens import Counter, counter_for
 from agents.tokens import estimate_tokens as estimate_tokens
+from agents.turn_cache import TurnSetup
 
 # Messages fetched at most per turn: the history shown is bounded by the budget anyway,
 # and a fixed limit keeps the query cost independent of how long the session is.
@@ -177,20 +178,24 @@ def _excerpt(messages: list[Message]) -> str:
 
 
 def load_sources(turn: Turn) -> Sources:
-    session = turn.session
-    coachee_id = session.coachee_id
-    user_seq = turn.user_message.seq
+    return read_sources(turn.session, user_seq=turn.user_message.seq, at=turn.started_at)
 
-    in_session = (
-        SessionSummary.objects.filter(
-            session=session, scope=SummaryScope.IN_SESSION, status=SummaryStatus.VERIFIED, covers_until_seq__lt=user_seq
-        )
-        .order_by("-covers_until_seq", "-attempt")
-        .first()
+
+def read_sources(session: CoachingSession, *, user_seq: int | None, at: datetime) -> Sources:
+    """What a turn started `at` reads, its coachee message at `user_seq` the newest of the
+    history (None: every message so far, for context_ahead's copy)."""
+    coachee_id = session.coachee_id
+    in_session_summaries = SessionSummary.objects.filter(
+        session=session, scope=SummaryScope.IN_SESSION, status=SummaryStatus.VERIFIED
     )
+    messages = Message.objects.filter(session=session)
+    if user_seq is not None:
+        in_session_summaries = in_session_summaries.filter(covers_until_seq__lt=user_seq)
+        messages = messages.filter(seq__lte=user_seq)
+    in_session = in_session_summaries.order_by("-covers_until_seq", "-attempt").first()
     after_seq = in_session.covers_until_seq if in_session else 0
     history = list(
-        Message.objects.filter(session=session, seq__gt=after_seq, seq__lte=user_seq)
+        messages.filter(seq__gt=after_seq)
         .exclude(text="")
         .order_by("-seq")
         .only("id", "seq", "role", "text", "created_at")[:HISTORY_FETCH_LIMIT]
@@ -234,16 +239,11 @@ def load_sources(turn: Turn) -> Sources:
     latest_verified = next((summaries[s.pk] for s in sessions if s.pk in summaries), None)
 
     open_predictions = list(
-        Prediction.objects.filter(
-            coachee_id=coachee_id,
-            status=PredictionStatus.OPEN,
-            made_at__lt=turn.started_at,
-            due_at__gte=turn.started_at - timedelta(days=OVERDUE_GRACE_DAYS),
-        )
+        open_predictions_in_force(coachee_id, at)
         .order_by("-made_at")
         .only("id", "commitment", "due_at", "probability", "turn_id")[:PINNED_COMMITMENTS]
     )
-    stability = selectors.previous_output(coachee_id=coachee_id, agent=Agent.STABILITY, before=turn.started_at)
+    stability = selectors.previous_output(coachee_id=coachee_id, agent=Agent.STABILITY, before=at)
     blocked = list((stability or {}).get("blocked_moves", []))
     return Sources(
         history=history,
@@ -253,6 +253,16 @@ def load_sources(turn: Turn) -> Sources:
         open_predictions=open_predictions,
         blocked_moves=blocked,
         latest_summary=latest_verified.data if latest_verified else None,
+    )
+
+
+def open_predictions_in_force(coachee_id: int, at: datetime) -> QuerySet[Prediction]:
+    """Open commitments made before `at` and not yet past their due date's grace."""
+    return Prediction.objects.filter(
+        coachee_id=coachee_id,
+        status=PredictionStatus.OPEN,
+        made_at__lt=at,
+        due_at__gte=at - timedelta(days=OVERDUE_GRACE_DAYS),
     )
 
 
@@ -318,10 +328,20 @@ def _history_line(message_id: int, role: str, text: str) -> str:
 
 
 def prefix_counter(turn_id: int) -> Counter:
+    return prefix_counter_of(turn_cache.setup_for(turn_id))
+
+
+def prefix_counter_of(setup: TurnSetup) -> Counter:
     """The turn's prefix is counted with the tokenizer of Shadow's model: Shadow runs first
     and warms the server's prefix cache for the others."""
-    shadow = turn_cache.setup_for(turn_id).configs.get(Agent.SHADOW)
+    shadow = setup.configs.get(Agent.SHADOW)
     return counter_for(EndpointSpec.from_endpoint(shadow.endpoint) if shadow else None)
+
+
+def count_soon_in_prefix(setup: TurnSetup, message: Message) -> None:
+    """The coachee's message was just stored: count its history line in the background, so
+    Coach's prefix, built next, finds the count done (or in flight)."""
+    tokens.count_soon(prefix_counter_of(setup).spec, [_message_line(message)])
 
 
 def reply_count_ahead(*, turn_id: int, message_id: int, role: str, text: str) -> None:
@@ -336,14 +356,10 @@ def _session_line(e: EarlierSession) -> str:
     return f"[session {e.session_id} of {e.started} · {kind}]\n{fenced(e.text)}"
 
 
-def build_shared_context(turn: Turn, *, budget: int, counter: Counter | None = None) -> SharedContext:
-    """The shared system message of a turn; the same input always gives the same text."""
-    counter = counter or counter_for(None)
-    session = turn.session
-    sources = load_sources(turn)
-    board = turn.context_blackboard.data if turn.context_blackboard else None
-    pinned = pinned_facts(board, sources, today=turn.started_at.date())
-    head = "\n".join(
+def shared_head(session: CoachingSession, board: dict[str, Any] | None, sources: Sources, *, today: date) -> str:
+    """The prefix's first part: briefing, coachee, pinned facts, blackboard (never left out)."""
+    pinned = pinned_facts(board, sources, today=today)
+    return "\n".join(
         [
             BRIEFING,
             "",
@@ -356,16 +372,39 @@ def build_shared_context(turn: Turn, *, budget: int, counter: Counter | None = N
             fenced(blackboard.render(board)),
         ]
     )
+
+
+def in_session_line(sources: Sources) -> str:
+    if sources.in_session is None:
+        return ""
+    return "[earlier in this session · summary]\n" + fenced(render_summary(sources.in_session.data or {}))
+
+
+def prefix_parts(head: str, sources: Sources) -> list[str]:
+    """The texts the budget counts one by one: head, in-session summary, messages, sessions."""
+    return [
+        head,
+        in_session_line(sources),
+        *(_message_line(m) for m in sources.history),
+        *(_session_line(e) for e in sources.earlier),
+    ]
+
+
+def build_shared_context(
+    turn: Turn, *, budget: int, counter: Counter | None = None, sources: Sources | None = None
+) -> SharedContext:
+    """The shared system message of a turn; the same input always gives the same text.
+    `sources`: read ahead (context_ahead), else read now."""
+    counter = counter or counter_for(None)
+    sources = sources or load_sources(turn)
+    board = turn.context_blackboard.data if turn.context_blackboard else None
+    head = shared_head(turn.session, board, sources, today=turn.started_at.date())
     history = sources.history
     earlier = sources.earlier
-    in_session_text = (
-        "[earlier in this session · summary]\n" + fenced(render_summary(sources.in_session.data or {}))
-        if sources.in_session
-        else ""
-    )
-    history_lines = [_message_line(m) for m in history]
-    session_lines = [_session_line(e) for e in earlier]
-    costs = counter.count_many([head, in_session_text, *history_lines, *session_lines])
+    in_session_text = in_session_line(sources)
+    parts = prefix_parts(head, sources)
+    history_lines = parts[2 : 2 + len(history)]
+    costs = counter.count_many(parts)
     head_cost, in_session_cost = costs[0], costs[1]
     history_costs = costs[2 : 2 + len(history)]
     session_costs = costs[2 + len(history) :]
@@ -397,14 +436,14 @@ def build_shared_context(turn: Turn, *, budget: int, counter: Counter | None = N
 
     kept_history = history[len(history) - n_history :]
     kept_sessions = list(reversed(earlier[:n_sessions]))  # oldest first in the text
-    parts = [head]
+    lines = [head]
     if kept_sessions:
-        parts += ["", "Earlier sessions (oldest first):", *(_session_line(e) for e in kept_sessions)]
-    parts += ["", "Conversation so far (oldest first; the last coachee message is the one to answer):"]
+        lines += ["", "Earlier sessions (oldest first):", *(_session_line(e) for e in kept_sessions)]
+    lines += ["", "Conversation so far (oldest first; the last coachee message is the one to answer):"]
     if in_session_text:
-        parts.append(in_session_text)
-    parts += history_lines[len(history) - n_history :]
-    text = "\n".join(parts)
+        lines.append(in_session_text)
+    lines += history_lines[len(history) - n_history :]
+    text = "\n".join(lines)
 
     dropped: dict[str, Any] = {}
     if n_history < len(history):

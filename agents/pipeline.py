@@ -25,6 +25,7 @@ from pydantic import ValidationError
 from agents import (
     blackboard,
     compaction,
+    context_ahead,
     handoff,
     predictions,
     safety,
@@ -95,8 +96,12 @@ def stage_deadline(turn: Turn, stage: str) -> float:
 
 
 def turn_shared_context(turn: Turn) -> SharedContext:
-    """The turn's shared prefix: built once (by the first step that needs it, normally Shadow)
+    """The turn's shared prefix: built once (by the first step that needs it, normally Coach)
     and stored on the Turn, so later steps load it with the turn instead of rebuilding it."""
+    return stored_shared_context(turn) or shared_context_store(turn, shared_context_build(turn))
+
+
+def stored_shared_context(turn: Turn) -> SharedContext | None:
     if turn.shared_prompt and turn.shared_tokens is not None:
         return SharedContext(
             text=turn.shared_prompt,
@@ -104,8 +109,22 @@ def turn_shared_context(turn: Turn) -> SharedContext:
             message_ids=list(turn.shared_message_ids),
             dropped=dict(turn.shared_dropped),
         )
+    return None
+
+
+def shared_context_build(turn: Turn) -> SharedContext:
+    """Build the turn's prefix (not stored yet), from the sources read ahead when they are current."""
     configs = list(turn_cache.setup_for(turn.pk).configs.values())
-    shared = build_shared_context(turn, budget=shared_budget(configs), counter=prefix_counter(turn.pk))
+    return build_shared_context(
+        turn,
+        budget=shared_budget(configs),
+        counter=prefix_counter(turn.pk),
+        sources=context_ahead.sources_for(turn),
+    )
+
+
+def shared_context_store(turn: Turn, shared: SharedContext) -> SharedContext:
+    """Store a built prefix on the turn; the one stored first when another step was quicker."""
     with bookkeeping_atomic():
         stored = Turn.objects.filter(pk=turn.pk, shared_tokens__isnull=True).update(
             shared_prompt=shared.text,

@@ -22,7 +22,7 @@ from django.db import connection, transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from agents import blackboard, compaction, context, handoff, layer, rendering, safety, turn_cache
+from agents import blackboard, compaction, context, handoff, layer, rendering, safety, stamps, turn_cache
 from agents.llm import breaker
 from agents.models import (
     AgentConfig,
@@ -83,6 +83,10 @@ def user_sockets_close(*, user_id: int, code: int = CLOSE_LOGGED_OUT) -> None:
     _close_group(user_group(user_id), code)
 
 
+def group_send_soon(session_id: int, event: dict[str, Any]) -> None:
+    layer.group_send_soon(session_group(session_id), {"type": event["type"], "event": event})
+
+
 def group_send_now(session_id: int, event: dict[str, Any]) -> None:
     try:
         layer.group_send_sync(session_group(session_id), {"type": event["type"], "event": event})
@@ -105,15 +109,20 @@ def next_seq(session_id: int) -> int:
     return int(row[0])
 
 
-def event_emit(*, session_id: int, type: str, payload: dict[str, Any], seq: int | None = None) -> dict[str, Any]:
-    """Persist an event with the next seq (or the given one) and send it after commit."""
+def event_emit(
+    *, session_id: int, type: str, payload: dict[str, Any], seq: int | None = None, wait_for_send: bool = True
+) -> dict[str, Any]:
+    """Persist an event with the next seq (or the given one) and send it after commit.
+    `wait_for_send=False`: the committing thread goes on while it is sent (clients apply seq'd
+    events in seq order whatever order they arrive in)."""
     # No savepoint inside a caller's transaction: an error aborts that transaction anyway.
     with transaction.atomic(savepoint=False):
         if seq is None:
             seq = next_seq(session_id)
         event = {"type": type, "seq": seq, **payload}
         SessionEvent.objects.create(session_id=session_id, seq=seq, type=type, payload=event)
-        transaction.on_commit(lambda: group_send_now(session_id, event))
+        send = group_send_now if wait_for_send else group_send_soon
+        transaction.on_commit(lambda: send(session_id, event))
     return event
 
 
@@ -157,9 +166,14 @@ def turn_accept(*, session_id: int, user_id: int, client_id: str, text: str) -> 
         if existing is not None:
             original = SessionEvent.objects.get(session=session, seq=existing.seq)
             return AcceptResult(existing.turn_as_user.pk, existing.pk, created=False, event=original.payload)
-        seq = next_seq(session.pk)
+        seq, (context_version, setup_version) = stamps.next_seq_with_versions(
+            session.pk, [stamps.coachee_key(user_id), stamps.SETUP]
+        )
+        setup = turn_cache.setup_at(setup_version)
         message = Message.objects.create(session=session, seq=seq, role=Role.USER, text=text, client_id=client_id)
-        canvas_after_coach = coach_shares_a_single_slot()
+        # Counted now, in the background: Coach's prefix needs this message's count next.
+        context.count_soon_in_prefix(setup, message)
+        canvas_after_coach = coach_shares_a_single_slot(setup.configs)
         turn = Turn.objects.create(
             session=session,
             user_message=message,
@@ -172,12 +186,13 @@ def turn_accept(*, session_id: int, user_id: int, client_id: str, text: str) -> 
             type="message.accepted",
             seq=seq,
             payload={"turn_id": turn.pk, "message_id": message.pk, "client_id": client_id, "text": text},
+            wait_for_send=False,  # Coach's request, next, does not wait for this send
         )
-        match = safety.pregate(text)
+        match = safety.pregate(text, setup.crisis_patterns)
         if match is not None:
             crisis_answer(turn=turn, match=match)
     # Committed: Coach, next on this thread, starts from these rows instead of reading them again.
-    turn_cache.turn_remember(turn)
+    turn_cache.turn_remember(turn, setup=setup, context_version=context_version)
     return AcceptResult(turn.pk, message.pk, created=True, event=event, pipeline_due=not canvas_after_coach)
 
 
@@ -234,10 +249,9 @@ def crisis_answer(*, turn: Turn, match: safety.CrisisMatch) -> None:
     )
 
 
-def coach_shares_a_single_slot() -> bool:
+def coach_shares_a_single_slot(configs: dict[str, AgentConfig]) -> bool:
     """True when Coach and Shadow use one endpoint that serves one request at a time
     (the embedded llama.cpp server): then Coach goes first, or it would queue behind Shadow."""
-    configs = {c.agent: c for c in AgentConfig.objects.filter(agent__in=["coach", "shadow"]).select_related("endpoint")}
     coach, shadow = configs.get("coach"), configs.get("shadow")
     return bool(
         coach

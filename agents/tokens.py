@@ -19,11 +19,12 @@ import functools
 import hashlib
 import logging
 import os
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from threading import Lock
+from threading import Event, Lock
 from typing import Any
 
 import httpx
@@ -139,6 +140,10 @@ def _http_client() -> httpx.Client:
         return _http[1]
 
 
+# Texts being counted by count_soon, each with the event its count sets when it is done.
+_in_flight_lock = Lock()
+_in_flight: dict[str, Event] = {}
+
 _pool_lock = Lock()
 _pool: tuple[int, ThreadPoolExecutor] | None = None
 
@@ -191,6 +196,10 @@ def _server_count(spec: EndpointSpec, text: str) -> int | None:
 
 def count_many(spec: EndpointSpec | None, texts: Sequence[str]) -> list[int]:
     """Token counts of several texts, from the caches where possible (one cache round trip)."""
+    return _count_many(spec, texts, wait_in_flight=True)
+
+
+def _count_many(spec: EndpointSpec | None, texts: Sequence[str], *, wait_in_flight: bool) -> list[int]:
     if spec is None:
         return [estimate_tokens(t) for t in texts]
     counts: dict[int, int] = {}
@@ -206,6 +215,10 @@ def count_many(spec: EndpointSpec | None, texts: Sequence[str]) -> list[int]:
             if found.get(keys[i]) is not None:
                 counts[i] = int(found[keys[i]])
                 _lru.put(keys[i], counts[i])
+        if wait_in_flight and _wait_for_counts_in_flight([keys[i] for i in missing if i not in counts]):
+            for i in missing:
+                if i not in counts and (hit := _lru.get(keys[i])) is not None:
+                    counts[i] = hit
         unknown = [i for i in missing if i not in counts]
         fresh: dict[str, int] = {}
         for i, value in zip(unknown, _server_counts(spec, [texts[i] for i in unknown]), strict=True):
@@ -220,18 +233,47 @@ def count_many(spec: EndpointSpec | None, texts: Sequence[str]) -> list[int]:
 
 
 def count_soon(spec: EndpointSpec | None, texts: Sequence[str]) -> None:
-    """Count texts in the background, for the caches: a text written now (a reply) is then
-    already counted when the next turn's context is built before Coach's first token."""
+    """Count texts in the background, for the caches: a text written now (a reply, the
+    coachee's message at accept) is then already counted, or being counted, when the turn's
+    context is built before Coach's first token (count_many waits for a count in flight rather
+    than ask the server twice)."""
     if spec is None:
+        return
+    with _in_flight_lock:
+        todo = {key: text for text in texts if (key := _key(spec, text)) not in _in_flight and _lru.get(key) is None}
+        done = Event()
+        for key in todo:
+            _in_flight[key] = done
+    if not todo:
         return
 
     def count() -> None:
         try:
-            count_many(spec, texts)
+            _count_many(spec, list(todo.values()), wait_in_flight=False)
         except Exception:
             logger.warning("counting ahead failed on %s", spec.name, exc_info=True)
+        finally:
+            with _in_flight_lock:
+                for key in todo:
+                    _in_flight.pop(key, None)
+            done.set()
 
-    _executor().submit(count)
+    try:
+        _executor().submit(count)
+    except RuntimeError:  # the interpreter is shutting down
+        with _in_flight_lock:
+            for key in todo:
+                _in_flight.pop(key, None)
+
+
+def _wait_for_counts_in_flight(keys: list[str]) -> bool:
+    """Wait (at most the tokenize timeout) for those of `keys` count_soon is counting; False when none was."""
+    with _in_flight_lock:
+        pending = {id(e): e for key in keys if (e := _in_flight.get(key)) is not None}
+    deadline = time.monotonic() + TOKENIZE_TIMEOUT_S
+    for event in pending.values():
+        event.wait(max(0.0, deadline - time.monotonic()))
+    return bool(pending)
 
 
 @functools.lru_cache(maxsize=1)

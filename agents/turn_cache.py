@@ -6,15 +6,19 @@ On the turn's critical path the three specialists start at once in one worker pr
 each statement also waits for the others' share of the interpreter: the benchmark measured
 their preludes at ~20 ms each, most of it these reads.
 
-- `setup_for(turn_id)`: configurations, active prompts and catalog, read once per turn per
+- `setup_for(turn_id)`: configurations, active prompts, catalog and crisis patterns, read once per turn per
   process by the first step that needs them. A turn runs with the setup it started with; an
   operator's change applies from the next turn (and a step in another process reads it anew).
+  `setup_at(version)`: the process keeps the last setup it read with its change stamp
+  (models.ChangeStamp "setup"), so turn_accept, which reads the stamp, reads the setup itself
+  only after an operator changed it.
 - `output_remember` / `output_for` / `outputs_for`: an agent's validated output, kept by the
   step that produced it once its run is committed (Shadow's for the trio, all four for Synth);
   a step in another process, or one missing an output, reads the database instead.
 - `turn_remember` / `running_turn`: the Turn row with its shared prefix built, for the steps that
   only read it (Coach, the trio). Its status is always read fresh: a stopped or expired turn is
-  never run from here. Steps that change the turn (Synth) load their own.
+  never run from here. Steps that change the turn (Synth) load their own. turn_accept also
+  keeps the coachee's change stamp it read (`context_version_seen`, for context_ahead).
 
 Bounded (the most recent turns only) and safe for the worker's threads.
 """
@@ -26,6 +30,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from agents import safety
 from agents.arbitration import MoveInfo
 from agents.models import AgentConfig, CoachingMove, PromptStatus, PromptVersion, Turn, TurnStatus
 from agents.schemas import AgentOutput
@@ -39,6 +44,7 @@ class TurnSetup:
     configs: dict[str, AgentConfig]  # with their endpoints
     prompts: dict[str, PromptVersion]  # the active version of each agent
     catalog: dict[str, MoveInfo]  # the active moves, by key
+    crisis_patterns: list[tuple[str, str]]  # (locale, pattern) of the active ones, for the pre-gate
 
     def config(self, agent: str) -> AgentConfig:
         try:
@@ -58,10 +64,12 @@ class _Entry:
     setup: TurnSetup | None = None
     outputs: dict[str, AgentOutput] = field(default_factory=dict)
     turn: Turn | None = None
+    context_version: int | None = None
 
 
 _lock = threading.Lock()
 _turns: OrderedDict[int, _Entry] = OrderedDict()
+_setup_kept: tuple[int, TurnSetup] | None = None  # (its "setup" stamp, the setup)
 
 
 def move_catalog() -> dict[str, MoveInfo]:
@@ -73,10 +81,12 @@ def move_catalog() -> dict[str, MoveInfo]:
 
 
 def setup_load() -> TurnSetup:
-    """Read the setup from the database (three queries)."""
+    """Read the setup from the database (four queries)."""
     configs = {c.agent: c for c in AgentConfig.objects.select_related("endpoint")}
     prompts = {p.agent: p for p in PromptVersion.objects.filter(status=PromptStatus.ACTIVE)}
-    return TurnSetup(configs=configs, prompts=prompts, catalog=move_catalog())
+    return TurnSetup(
+        configs=configs, prompts=prompts, catalog=move_catalog(), crisis_patterns=safety.active_crisis_patterns()
+    )
 
 
 def _entry(turn_id: int) -> _Entry:
@@ -104,6 +114,22 @@ def setup_for(turn_id: int) -> TurnSetup:
         return entry.setup
 
 
+def setup_at(version: int) -> TurnSetup:
+    """The setup as of the "setup" change stamp `version`: the kept copy when it has that
+    stamp, else read now (and kept). Read after its stamp, so a copy is never older than its
+    stamp says (it may be newer: then the next stamp differs and it is read again)."""
+    global _setup_kept
+    with _lock:
+        kept = _setup_kept
+    if kept is not None and kept[0] == version:
+        return kept[1]
+    loaded = setup_load()
+    with _lock:
+        if _setup_kept is None or _setup_kept[0] <= version:
+            _setup_kept = (version, loaded)
+    return loaded
+
+
 def output_remember(turn_id: int, agent: str, output: AgentOutput) -> None:
     with _lock:
         _entry(turn_id).outputs[agent] = output
@@ -121,10 +147,23 @@ def output_for(turn_id: int, agent: str) -> AgentOutput | None:
         return entry.outputs.get(agent) if entry is not None else None
 
 
-def turn_remember(turn: Turn) -> None:
-    """Keep a committed turn, loaded with its session, coachee and user message (read-only)."""
+def turn_remember(turn: Turn, *, setup: TurnSetup | None = None, context_version: int | None = None) -> None:
+    """Keep a committed turn, loaded with its session, coachee and user message (read-only),
+    and, from turn_accept, the setup it starts with and the coachee's change stamp it read."""
     with _lock:
-        _entry(turn.pk).turn = turn
+        entry = _entry(turn.pk)
+        entry.turn = turn
+        if setup is not None and entry.setup is None:
+            entry.setup = setup
+        if context_version is not None:
+            entry.context_version = context_version
+
+
+def context_version_seen(turn_id: int) -> int | None:
+    """The coachee's change stamp as turn_accept read it in this process, if it did."""
+    with _lock:
+        entry = _turns.get(turn_id)
+        return entry.context_version if entry is not None else None
 
 
 def running_turn(turn_id: int, load: Callable[[int], Turn]) -> Turn | None:
@@ -146,5 +185,7 @@ def forget(turn_id: int) -> None:
 
 def clear() -> None:
     """For tests: start from nothing."""
+    global _setup_kept
     with _lock:
         _turns.clear()
+        _setup_kept = None

@@ -138,9 +138,17 @@ class LoadResult:
 
 
 async def _drive(
-    sock: CoacheeSocket, *, label: str, turns: int, interval_s: float, start_at: float, wait_s: float
+    sock: CoacheeSocket,
+    *,
+    label: str,
+    turns: int,
+    interval_s: float,
+    start_at: float,
+    wait_s: float,
+    pause_s: float = 0.0,
 ) -> list[SentTurn]:
-    """One coachee: send, wait for turn.done, sleep until the next send time; `turns` times."""
+    """One coachee: send, wait for turn.done, sleep until the next send time (and at least
+    `pause_s`: the coachee reads the answer before writing again); `turns` times."""
     loop = asyncio.get_running_loop()
     sent: list[SentTurn] = []
     for k in range(turns):
@@ -153,6 +161,8 @@ async def _drive(
             record.lost = True
             record.turn_id = sock.turn_id_of(client_id)  # accepted but never finished, if at all
         sent.append(record)
+        if pause_s > 0 and k + 1 < turns:
+            await asyncio.sleep(pause_s)
     return sent
 
 
@@ -164,6 +174,7 @@ async def run_load(
     turns: int,
     interval_s: float,
     wait_s: float,
+    pause_s: float = 0.0,
     linger_s: float = 5.0,
 ) -> LoadResult:
     """Drive every coachee; their first sends are spread evenly over one interval."""
@@ -175,7 +186,15 @@ async def run_load(
         first = loop.time() + 0.2
         started_at = time.time()
         drives = [
-            _drive(s, label=label, turns=turns, interval_s=interval_s, start_at=first + i * stagger, wait_s=wait_s)
+            _drive(
+                s,
+                label=label,
+                turns=turns,
+                interval_s=interval_s,
+                start_at=first + i * stagger,
+                wait_s=wait_s,
+                pause_s=pause_s,
+            )
             for i, s in enumerate(sockets)
         ]
         sent = [t for per_coachee in await asyncio.gather(*drives) for t in per_coachee]

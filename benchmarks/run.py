@@ -58,7 +58,8 @@ class ScenarioSpec:
     title: str  # the table's column heading
     coachees: int
     turns: int  # per coachee
-    interval_s: float  # between one coachee's sends; 0 = back to back
+    interval_s: float  # between one coachee's sends; 0 = one after the other
+    pause_s: float = 0.0  # after each turn.done before the next send (the coachee reads the answer)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -76,7 +77,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--redis-db-base", default="12", help="first of four Redis databases; 'auto': 4 or 12, whichever is free"
     )
     parser.add_argument("--warmup-turns", type=int, default=2)
-    parser.add_argument("--serial-turns", type=int, default=20, help="turns of the 1-coachee back-to-back run")
+    parser.add_argument("--serial-turns", type=int, default=20, help="turns of the 1-coachee run")
+    parser.add_argument(
+        "--serial-pause-s",
+        type=float,
+        default=1.0,
+        help="in the 1-coachee run, seconds from turn.done to the next message (a coachee reads the answer "
+        "first; the next turn's context is read meanwhile); 0: back to back",
+    )
     parser.add_argument("--concurrency", default="5,20,50", help="coachees of each concurrent run")
     parser.add_argument("--durations", default="60,180,60", help="seconds of each concurrent run")
     parser.add_argument("--interval-s", type=float, default=10.0, help="seconds between one coachee's messages")
@@ -107,7 +115,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def build_scenarios(args: argparse.Namespace) -> tuple[ScenarioSpec | None, list[ScenarioSpec]]:
     """The warm-up (discarded) and the measured scenarios."""
     warmup = ScenarioSpec("warmup", "warm-up", 1, args.warmup_turns, 0.0) if args.warmup_turns > 0 else None
-    measured = [ScenarioSpec("serial-1", f"1 x{args.serial_turns} b2b", 1, args.serial_turns, 0.0)]
+    pause = args.serial_pause_s
+    serial_title = f"1 x{args.serial_turns} +{pause:g}s" if pause > 0 else f"1 x{args.serial_turns} b2b"
+    measured = [ScenarioSpec("serial-1", serial_title, 1, args.serial_turns, 0.0, pause)]
     counts = [int(c) for c in str(args.concurrency).split(",") if c.strip()]
     durations = [float(d) for d in str(args.durations).split(",") if d.strip()]
     if len(durations) != len(counts):
@@ -198,6 +208,7 @@ class Bench:
                     turns=spec.turns,
                     interval_s=spec.interval_s,
                     wait_s=self.args.turn_deadline_s + 10,
+                    pause_s=spec.pause_s,
                 )
             )
         finally:
@@ -229,6 +240,7 @@ class Bench:
             "coachees": spec.coachees,
             "turns_per_coachee": spec.turns,
             "interval_s": spec.interval_s,
+            "pause_s": spec.pause_s,
             "load_s": round(load.ended_at - load.started_at, 1),
             "socket_errors": [s.closed_error for s in load.sockets if s.closed_error],
             # Another program on the same Redis databases (its worker takes this run's tasks,

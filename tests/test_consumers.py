@@ -28,11 +28,11 @@ def no_pipeline(monkeypatch: pytest.MonkeyPatch, seeded_tx: None) -> list[int]:
     started: list[int] = []
     monkeypatch.setattr(services, "_start_pipeline", started.append)
 
-    async def no_coach(turn_id: int, *, on_prepared: Callable[[], None] | None = None) -> None:
+    async def no_coach(turn_id: int, call: Any, *, on_prepared: Callable[[], None] | None = None) -> None:
         if on_prepared is not None:
-            on_prepared()  # what Coach does once its request is ready: the canvas starts
+            on_prepared()  # what Coach does once its request is out: Shadow goes on
 
-    monkeypatch.setattr("agents.consumers.coach_stream", no_coach)
+    monkeypatch.setattr("agents.consumers.coach_run", no_coach)
     return started
 
 

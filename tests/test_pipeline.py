@@ -342,6 +342,7 @@ def test_concurrent_blackboard_writes_keep_both_turns_findings(
 
 def test_a_disabled_agent_fails_without_a_call(turn: Turn, sim: SimulatorServer) -> None:
     AgentConfig.objects.filter(agent="persona").update(enabled=False)
+    turn_cache.clear()  # the step runs in a worker, which reads the setup after the change
     assert pipeline.specialist_step(turn_id=turn.pk, agent="persona") == RunStatus.FAILED
     run = AgentRun.objects.get(turn=turn, agent="persona")
     assert run.error == "agent is disabled"

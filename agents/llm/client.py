@@ -217,11 +217,14 @@ async def chat_stream(
     extra_body: Mapping[str, Any] | None = None,
     headers: Mapping[str, str] | None = None,
     timeout_s: float | None = None,
+    circuit_checked: bool = False,
 ) -> AsyncIterator[str]:
     """Yield content pieces as the server streams them (Coach, in the ASGI process).
 
     Closing the generator (or cancelling its task) closes the upstream HTTP stream,
-    which tells the server to stop generating.
+    which tells the server to stop generating. `circuit_checked`: the caller already asked
+    the endpoint's breaker (before_call) in a worker thread, so the request goes out without
+    another thread hop.
     """
     _check_allowed()
     kwargs = _request_kwargs(
@@ -235,7 +238,8 @@ async def chat_stream(
     # so a server trickling tokens cannot hold the reply past its deadline.
     budget_ends = time.monotonic() + (timeout.read or spec.read_timeout_s)
     circuit = breaker.for_endpoint(spec.name)
-    await asyncio.to_thread(circuit.before_call)
+    if not circuit_checked:
+        await asyncio.to_thread(circuit.before_call)
     try:
         stream = await _async_client(spec.base_url, spec.api_key).chat.completions.create(
             **kwargs, stream=True, timeout=timeout
