@@ -49,10 +49,6 @@ async def _expire_after_deadline(turn_id: int, deadline: float) -> None:
     await database_sync_to_async(services.turn_expire)(turn_id=turn_id)
 
 
-def _pipeline_start_soon(turn_id: int) -> None:
-    _spawn(asyncio.to_thread(services.pipeline_start, turn_id=turn_id))
-
-
 def _prefix_ready_soon(turn_id: int) -> None:
     _spawn(asyncio.to_thread(services.shared_prefix_ready, turn_id=turn_id))
 
@@ -141,20 +137,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 "message_too_long", f"Messages are limited to {settings.COACHING_MAX_MESSAGE_CHARS} characters."
             )
             return
-        loop = asyncio.get_running_loop()
-
-        def on_accepted(result: services.AcceptResult) -> None:
-            # From the database thread, between the commit and Coach's preparation.
-            if result.pipeline_due:
-                loop.call_soon_threadsafe(_pipeline_start_soon, result.turn_id)
-
         try:
             accepted = await database_sync_to_async(coach_accept)(
-                session_id=self.session_id,
-                user_id=self.user_id,
-                client_id=frame.client_id,
-                text=text,
-                on_accepted=on_accepted,
+                session_id=self.session_id, user_id=self.user_id, client_id=frame.client_id, text=text
             )
         except PermissionDenied:
             await self.close(code=CLOSE_FORBIDDEN)
@@ -173,12 +158,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.send_event(result.event)
             return
         turn_id = result.turn_id
-        # The canvas was queued as soon as the turn was committed (on_accepted), from an
-        # executor thread (not the database thread Coach used next) and without this handler
-        # waiting for it. Shadow reads what it needs, then waits for the shared prefix Coach
-        # builds (rather than build a second one beside it) and is told when it is stored, or
-        # that Coach will not build it. (Queuing it after Coach's request instead: Coach's
-        # first token 1.4 ms sooner, Shadow's call 14 ms later.)
+        # The canvas was queued by coach_accept. Shadow reads what it needs, then waits for the
+        # shared prefix Coach builds (rather than build a second one beside it) and is told when
+        # it is stored, or that Coach will not build it.
         on_prepared = functools.partial(_prefix_ready_soon, turn_id) if result.pipeline_due else None
         task = _spawn(coach_run(turn_id, accepted.call, on_prepared=on_prepared))
         _COACH_TASKS[turn_id] = task

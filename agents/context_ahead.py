@@ -6,7 +6,7 @@ Coach's request. They are known before the coachee writes again, so the process 
 coachee's socket reads them when a turn ends and when a socket opens (`read_ahead`), with the
 coachee's change stamp first (models.ChangeStamp: triggers raise it on every write to what
 these reads see). The next turn uses the copy only when the stamp turn_accept read is still
-the copy's (`sources_for`), adding its own new message; a summary written meanwhile, another
+the copy's (`sources_for`, `latest_board`), adding its own new message; a summary written meanwhile, another
 tab's message, an erasure, a coach's edit raised the stamp, and the turn reads afresh.
 
 Time matters to one read: a commitment leaves the pinned list a grace period after its due
@@ -43,6 +43,7 @@ class _Copy:
     good_until: datetime
     last_seq: int  # of the newest message in the copy's history
     sources: context.Sources
+    board: BlackboardVersion | None  # the coachee's latest blackboard version
 
 
 _lock = threading.Lock()
@@ -77,6 +78,7 @@ def read_ahead(*, session_id: int) -> None:
     found = stamps.versions([coachee_key, stamps.SETUP])  # before the sources they vouch for
     now = timezone.now()
     sources = context.read_sources(session, user_seq=None, at=now)
+    board = BlackboardVersion.objects.filter(coachee_id=session.coachee_id).order_by("-version").first()
     first_due = context.open_predictions_in_force(session.coachee_id, now).aggregate(first=Min("due_at"))["first"]
     good_until = now + LONGEST_KEPT
     if first_due is not None:
@@ -87,6 +89,7 @@ def read_ahead(*, session_id: int) -> None:
         good_until=good_until,
         last_seq=max((m.seq for m in sources.history), default=0),
         sources=sources,
+        board=board,
     )
     with _lock:
         _copies[session_id] = copy
@@ -94,10 +97,19 @@ def read_ahead(*, session_id: int) -> None:
         while len(_copies) > SESSIONS_KEPT:
             _copies.popitem(last=False)
     # The next prefix's parts, counted now: only the new message is left for the turn.
-    board = BlackboardVersion.objects.filter(coachee_id=session.coachee_id).order_by("-version").first()
     head = context.shared_head(session, board.data if board else None, sources, today=now.date())
     counter = context.prefix_counter_of(turn_cache.setup_at(found[stamps.SETUP]))
     tokens.count_soon(counter.spec, [p for p in context.prefix_parts(head, sources) if p])
+
+
+def latest_board(session_id: int, version: int) -> tuple[bool, BlackboardVersion | None]:
+    """(True, the coachee's latest blackboard version) from the copy when its stamp is
+    `version` (turn_accept's read), else (False, None): read it."""
+    with _lock:
+        copy = _copies.get(session_id)
+    if copy is None or copy.version != version:
+        return False, None
+    return True, copy.board
 
 
 def sources_for(turn: Turn) -> context.Sources | None:

@@ -546,7 +546,7 @@ class ChangeStamp(models.Model):
 
     Keys: "setup" (agent configs, endpoints, prompts, moves, crisis patterns: renewed in the
     writing statement) and "coachee:<id>" (what a turn's shared prefix reads about the coachee:
-    messages, summaries, sessions, predictions, Stability's runs: renewed when the writing
+    messages, summaries, sessions, predictions, blackboard versions, Stability's runs: renewed when the writing
     transaction commits, so the stamp row is locked last and never in an order that could
     deadlock)."""
 

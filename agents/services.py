@@ -22,7 +22,7 @@ from django.db import connection, transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from agents import blackboard, compaction, context, handoff, layer, rendering, safety, stamps, turn_cache
+from agents import blackboard, compaction, context, context_ahead, handoff, layer, rendering, safety, stamps, turn_cache
 from agents.llm import breaker
 from agents.models import (
     AgentConfig,
@@ -178,7 +178,7 @@ def turn_accept(*, session_id: int, user_id: int, client_id: str, text: str) -> 
             session=session,
             user_message=message,
             deadline_at=timezone.now() + timedelta(seconds=settings.COACHING_TURN_DEADLINE_S),
-            context_blackboard=BlackboardVersion.objects.filter(coachee_id=user_id).order_by("-version").first(),
+            context_blackboard=latest_board_version(session.pk, user_id, context_version),
             canvas_after_coach=canvas_after_coach,
         )
         event = event_emit(
@@ -194,6 +194,14 @@ def turn_accept(*, session_id: int, user_id: int, client_id: str, text: str) -> 
     # Committed: Coach, next on this thread, starts from these rows instead of reading them again.
     turn_cache.turn_remember(turn, setup=setup, context_version=context_version)
     return AcceptResult(turn.pk, message.pk, created=True, event=event, pipeline_due=not canvas_after_coach)
+
+
+def latest_board_version(session_id: int, coachee_id: int, context_version: int) -> BlackboardVersion | None:
+    """The blackboard version a new turn starts from: the read-ahead copy's when it is current."""
+    known, board = context_ahead.latest_board(session_id, context_version)
+    if known:
+        return board
+    return BlackboardVersion.objects.filter(coachee_id=coachee_id).order_by("-version").first()
 
 
 def pipeline_start(*, turn_id: int) -> None:

@@ -3,6 +3,7 @@
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +21,8 @@ WATCHDOG_GRACE_S = 1.0
 # Shadow's task waits this long at most for the trio's early publish before trying it itself
 # (Celery's publish retries take a few seconds when the broker is down).
 EARLY_QUEUE_JOIN_S = 10.0
+# How long after Shadow's model call starts the trio is queued (trio_queue_soon).
+TRIO_QUEUE_DELAY_S = 0.015
 
 
 def _never_raise(step: Callable[[], str], *, turn_id: int, agent: str) -> dict[str, Any]:
@@ -117,6 +120,10 @@ def trio_queue_soon(turn_id: int) -> threading.Thread:
     when Shadow's task ends."""
 
     def queue() -> None:
+        # Once Shadow's request is out: publishing four tasks is ~5 ms of Python, which beside
+        # the request's own preparation took both ~20 ms (traced); the model's time to answer
+        # is far longer than this wait.
+        time.sleep(TRIO_QUEUE_DELAY_S)
         try:
             trio_queue(turn_id)
         except Exception:

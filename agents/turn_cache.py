@@ -6,12 +6,13 @@ On the turn's critical path the three specialists start at once in one worker pr
 each statement also waits for the others' share of the interpreter: the benchmark measured
 their preludes at ~20 ms each, most of it these reads.
 
-- `setup_for(turn_id)`: configurations, active prompts, catalog and crisis patterns, read once per turn per
-  process by the first step that needs them. A turn runs with the setup it started with; an
-  operator's change applies from the next turn (and a step in another process reads it anew).
-  `setup_at(version)`: the process keeps the last setup it read with its change stamp
-  (models.ChangeStamp "setup"), so turn_accept, which reads the stamp, reads the setup itself
-  only after an operator changed it.
+- `setup_for(turn_id)`: configurations, active prompts, catalog and crisis patterns, fixed once
+  per turn per process by the first step that needs them. A turn runs with the setup it
+  started with; an operator's change applies from the next turn (and a step in another process
+  reads it anew). `setup_at(version)`: the process keeps the last setup it read with its
+  change stamp (models.ChangeStamp "setup"), so the setup itself is read only after an operator
+  changed it (turn_accept reads the stamp with its other statements, a worker's first step of
+  a turn in one small query).
 - `output_remember` / `output_for` / `outputs_for`: an agent's validated output, kept by the
   step that produced it once its run is committed (Shadow's for the trio, all four for Synth);
   a step in another process, or one missing an output, reads the database instead.
@@ -30,7 +31,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from agents import safety
+from agents import safety, stamps
 from agents.arbitration import MoveInfo
 from agents.models import AgentConfig, CoachingMove, PromptStatus, PromptVersion, Turn, TurnStatus
 from agents.schemas import AgentOutput
@@ -106,7 +107,9 @@ def setup_for(turn_id: int) -> TurnSetup:
         setup = _entry(turn_id).setup
     if setup is not None:
         return setup
-    loaded = setup_load()  # outside the lock: a second thread may load it too, the first kept wins
+    # Outside the lock: a second thread may read it too, the first kept wins. One small query
+    # (the stamp) when the process's kept setup is still current.
+    loaded = setup_at(stamps.versions([stamps.SETUP])[stamps.SETUP])
     with _lock:
         entry = _entry(turn_id)
         if entry.setup is None:

@@ -18,6 +18,7 @@ from agents.llm.simulator import SimulatorServer
 from agents.models import (
     AgentConfig,
     AgentRun,
+    BlackboardVersion,
     Message,
     Prediction,
     Role,
@@ -71,6 +72,7 @@ def test_every_write_a_prefix_reads_renews_the_coachee_stamp(coachee_session: tu
             coachee=user, turn=turn, commitment="Run", probability=0.5, horizon_days=3, made_at=now, due_at=now
         )
     )
+    assert renews(lambda: BlackboardVersion.objects.create(coachee=user, version=1, data={}))
     assert renews(lambda: AgentRun.objects.create(turn=turn, agent="stability"))
     assert not renews(lambda: AgentRun.objects.create(turn=turn, agent="persona"))  # not in the prefix
     assert renews(lambda: services.session_start(user_id=user.pk))
@@ -111,7 +113,9 @@ def test_the_next_turn_builds_its_prefix_from_the_copy_and_gets_the_same_text(
     )
     context_ahead.read_ahead(session_id=session.pk)
 
-    turn = _accept(session.pk, user.pk, "c-2", "Work, mostly.")
+    with CaptureQueriesContext(connection) as accepting:
+        turn = _accept(session.pk, user.pk, "c-2", "Work, mostly.")
+    assert not [q for q in accepting.captured_queries if 'FROM "agents_blackboardversion"' in q["sql"]]
     assert context_ahead.sources_for(turn) is not None
     with CaptureQueriesContext(connection) as captured:
         shared = pipeline.shared_context_build(turn)

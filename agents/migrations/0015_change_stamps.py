@@ -18,7 +18,7 @@ CREATE FUNCTION agents_stamp_bump(stamp_key text) RETURNS void AS $$
     ON CONFLICT (key) DO UPDATE SET version = EXCLUDED.version;
 $$ LANGUAGE sql;
 
--- Rows with a coachee_id column (sessions, predictions).
+-- Rows with a coachee_id column (sessions, predictions, blackboard versions).
 CREATE FUNCTION agents_stamp_coachee() RETURNS trigger AS $$
 BEGIN
     IF TG_OP <> 'INSERT' THEN PERFORM agents_stamp_bump('coachee:' || OLD.coachee_id); END IF;
@@ -76,6 +76,7 @@ ANY_CHANGE = "INSERT OR UPDATE OR DELETE"
 COACHEE_TRIGGERS = [
     coachee_trigger("agents_coachingsession_stamp", "agents_coachingsession", "agents_stamp_coachee", ANY_CHANGE),
     coachee_trigger("agents_prediction_stamp", "agents_prediction", "agents_stamp_coachee", ANY_CHANGE),
+    coachee_trigger("agents_blackboardversion_stamp", "agents_blackboardversion", "agents_stamp_coachee", ANY_CHANGE),
     coachee_trigger("agents_message_stamp", "agents_message", "agents_stamp_session_coachee", ANY_CHANGE),
     coachee_trigger("agents_sessionsummary_stamp", "agents_sessionsummary", "agents_stamp_session_coachee", ANY_CHANGE),
     coachee_trigger(
@@ -88,6 +89,7 @@ COACHEE_TRIGGERS = [
 TRIGGERED_TABLES = {
     "agents_coachingsession_stamp": "agents_coachingsession",
     "agents_prediction_stamp": "agents_prediction",
+    "agents_blackboardversion_stamp": "agents_blackboardversion",
     "agents_message_stamp": "agents_message",
     "agents_sessionsummary_stamp": "agents_sessionsummary",
     "agents_agentrun_stamp": "agents_agentrun",
