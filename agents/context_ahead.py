@@ -94,7 +94,9 @@ def read_ahead(*, session_id: int) -> None:
     with _lock:
         _copies[session_id] = copy
         _copies.move_to_end(session_id)
-        while len(_copies) > SESSIONS_KEPT:
+        # Oldest first: drop the copies past their hour too (a coachee's words are not kept in
+        # memory for longer than they could be used).
+        while _copies and (len(_copies) > SESSIONS_KEPT or next(iter(_copies.values())).read_at < now - LONGEST_KEPT):
             _copies.popitem(last=False)
     # The next prefix's parts, counted now: only the new message is left for the turn.
     head = context.shared_head(session, board.data if board else None, sources, today=now.date())

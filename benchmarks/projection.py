@@ -122,6 +122,6 @@ def projection(tokens: dict[str, AgentTokens], overhead_s: float, token_source: 
         "label": "PROJECTION (not a measurement)",
         "formula": FORMULA,
         "token_source": token_source,
-        "overhead_source": "p50 orchestration overhead of the 1-coachee back-to-back scenario",
+        "overhead_source": "p50 orchestration overhead of the 1-coachee scenario",
         "results": [project(tokens, overhead_s, hw) for hw in HARDWARE],
     }
