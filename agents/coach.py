@@ -150,7 +150,7 @@ def coach_prefix_store(*, call: CoachCall) -> None:
 
 def coach_record_start(*, call: CoachCall) -> None:
     """Create the Coach message and run and announce them (while the model prepares its
-    first token: coach_stream sends the request first)."""
+    first token: coach_run sends the request first)."""
     # Bookkeeping commit: the message is empty until coach_end, which commits durably.
     with bookkeeping_atomic():
         seq = services.next_seq(call.session_id)

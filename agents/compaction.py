@@ -32,7 +32,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, Max, OuterRef
 from django.utils import timezone
 
-from agents import tokens
+from agents import selectors, tokens
 from agents.context import FENCE_CLOSE, FENCE_OPEN, ROLE_LABELS, fenced, render_summary
 from agents.llm.client import EndpointSpec
 from agents.llm.errors import LLMPermanentError
@@ -40,7 +40,6 @@ from agents.models import (
     Agent,
     AgentConfig,
     AgentRun,
-    BlackboardVersion,
     CoachingMove,
     CoachingSession,
     Message,
@@ -152,7 +151,7 @@ def session_facts(session: CoachingSession, *, until_seq: int) -> Facts:
         .order_by("-seq")
         .values_list("text", flat=True)[:TRANSCRIPT_LIMIT]
     )
-    board = BlackboardVersion.objects.filter(coachee_id=session.coachee_id).order_by("-version").first()
+    board = selectors.latest_blackboard(coachee_id=session.coachee_id)
     # What the coachee hid on their memory page is not asked about, however it was phrased.
     hidden = [
         str(item.get("text") or item.get("commitment") or "")

@@ -4,10 +4,10 @@ A turn's shared prefix is built from seven reads (history, this session's summar
 sessions' summaries or excerpts, open commitments, Stability's blocked moves), all before
 Coach's request. They are known before the coachee writes again, so the process holding the
 coachee's socket reads them when a turn ends and when a socket opens (`read_ahead`), with the
-coachee's change stamp first (models.ChangeStamp: triggers raise it on every write to what
+coachee's change stamp first (models.ChangeStamp: triggers renew it on every write to what
 these reads see). The next turn uses the copy only when the stamp turn_accept read is still
 the copy's (`sources_for`, `latest_board`), adding its own new message; a summary written meanwhile, another
-tab's message, an erasure, a coach's edit raised the stamp, and the turn reads afresh.
+tab's message, an erasure, a coach's edit renewed the stamp, and the turn reads afresh.
 
 Time matters to one read: a commitment leaves the pinned list a grace period after its due
 date, so a copy is good only until the first one it holds would leave (and an hour at most).
@@ -22,10 +22,9 @@ from collections import OrderedDict
 from datetime import datetime, timedelta
 
 from django.db import close_old_connections
-from django.db.models import Min
 from django.utils import timezone
 
-from agents import context, stamps, tokens, turn_cache
+from agents import context, selectors, stamps, tokens, turn_cache
 from agents.models import BlackboardVersion, CoachingSession, SessionStatus, Turn
 
 logger = logging.getLogger(__name__)
@@ -78,11 +77,12 @@ def read_ahead(*, session_id: int) -> None:
     found = stamps.versions([coachee_key, stamps.SETUP])  # before the sources they vouch for
     now = timezone.now()
     sources = context.read_sources(session, user_seq=None, at=now)
-    board = BlackboardVersion.objects.filter(coachee_id=session.coachee_id).order_by("-version").first()
-    first_due = context.open_predictions_in_force(session.coachee_id, now).aggregate(first=Min("due_at"))["first"]
-    good_until = now + LONGEST_KEPT
-    if first_due is not None:
-        good_until = min(good_until, first_due + timedelta(days=context.OVERDUE_GRACE_DAYS))
+    board = selectors.latest_blackboard(coachee_id=session.coachee_id)
+    # The pinned commitments are the newest few in force: the copy's list changes only when one
+    # it holds leaves (one beyond it leaving changes nothing shown).
+    good_until = min(
+        [now + LONGEST_KEPT] + [p.due_at + timedelta(days=context.OVERDUE_GRACE_DAYS) for p in sources.open_predictions]
+    )
     copy = _Copy(
         version=found[coachee_key],
         read_at=now,

@@ -29,6 +29,10 @@ def last_seq(*, session_id: int) -> int:
     return event.seq if event else 0
 
 
+def latest_blackboard(*, coachee_id: int) -> BlackboardVersion | None:
+    return BlackboardVersion.objects.filter(coachee_id=coachee_id).order_by("-version").first()
+
+
 def blackboard_of(*, coachee_id: int) -> dict[str, Any] | None:
     latest = BlackboardVersion.objects.filter(coachee_id=coachee_id).order_by("-version").only("data").first()
     return latest.data if latest else None

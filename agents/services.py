@@ -18,11 +18,23 @@ from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
 from django.core.mail import send_mail
-from django.db import connection, transaction
+from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from agents import blackboard, compaction, context, context_ahead, handoff, layer, rendering, safety, stamps, turn_cache
+from agents import (
+    blackboard,
+    compaction,
+    context,
+    context_ahead,
+    handoff,
+    layer,
+    rendering,
+    safety,
+    selectors,
+    stamps,
+    turn_cache,
+)
 from agents.llm import breaker
 from agents.models import (
     AgentConfig,
@@ -97,16 +109,7 @@ def group_send_now(session_id: int, event: dict[str, Any]) -> None:
 
 def next_seq(session_id: int) -> int:
     """The session's next sequence number (call inside the transaction that uses it)."""
-    # One UPDATE … RETURNING: the row lock serialises concurrent writers of one session.
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {CoachingSession._meta.db_table} SET last_seq = last_seq + 1 WHERE id = %s RETURNING last_seq",
-            [session_id],
-        )
-        row = cursor.fetchone()
-    if row is None:
-        raise CoachingSession.DoesNotExist(session_id)
-    return int(row[0])
+    return stamps.next_seq_with_versions(session_id, [])[0]
 
 
 def event_emit(
@@ -199,9 +202,7 @@ def turn_accept(*, session_id: int, user_id: int, client_id: str, text: str) -> 
 def latest_board_version(session_id: int, coachee_id: int, context_version: int) -> BlackboardVersion | None:
     """The blackboard version a new turn starts from: the read-ahead copy's when it is current."""
     known, board = context_ahead.latest_board(session_id, context_version)
-    if known:
-        return board
-    return BlackboardVersion.objects.filter(coachee_id=coachee_id).order_by("-version").first()
+    return board if known else selectors.latest_blackboard(coachee_id=coachee_id)
 
 
 def pipeline_start(*, turn_id: int) -> None:
@@ -644,7 +645,7 @@ def blackboard_lock_latest(*, coachee_id: int) -> BlackboardVersion | None:
     the version row would both read the same version number, and one write would be lost.
     """
     get_user_model().objects.select_for_update().filter(pk=coachee_id).values_list("pk", flat=True).first()
-    return BlackboardVersion.objects.filter(coachee_id=coachee_id).order_by("-version").first()
+    return selectors.latest_blackboard(coachee_id=coachee_id)
 
 
 # --- Per-user limits, shared across processes through the Redis cache -------------------------

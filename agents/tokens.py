@@ -253,17 +253,18 @@ def count_soon(spec: EndpointSpec | None, texts: Sequence[str]) -> None:
         except Exception:
             logger.warning("counting ahead failed on %s", spec.name, exc_info=True)
         finally:
-            with _in_flight_lock:
-                for key in todo:
-                    _in_flight.pop(key, None)
-            done.set()
+            settled()
+
+    def settled() -> None:
+        with _in_flight_lock:
+            for key in todo:
+                _in_flight.pop(key, None)
+        done.set()
 
     try:
         _executor().submit(count)
     except RuntimeError:  # the interpreter is shutting down
-        with _in_flight_lock:
-            for key in todo:
-                _in_flight.pop(key, None)
+        settled()
 
 
 def _wait_for_counts_in_flight(keys: list[str]) -> bool:

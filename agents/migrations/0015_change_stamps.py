@@ -1,4 +1,4 @@
-"""Change stamps (models.ChangeStamp) and the triggers that raise them.
+"""Change stamps (models.ChangeStamp) and the triggers that renew them.
 
 Triggers rather than Django signals: queryset.update(), bulk and cascade deletes and raw SQL
 all change rows without a signal, and a copy kept on a stale stamp would put old (or erased)
