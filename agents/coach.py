@@ -9,10 +9,12 @@ so a client that reconnects mid-stream gets what exists so far, then the rest li
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from datetime import date
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -21,8 +23,15 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from agents import safety, selectors, services, tokens, turn_cache
-from agents.context import SharedContext, agent_messages, reply_count_ahead
+from agents import context_ahead, safety, selectors, services, tokens, turn_cache
+from agents.context import (
+    SharedContext,
+    agent_messages,
+    build_shared_context,
+    prefix_counter_of,
+    reply_count_ahead,
+    shared_budget,
+)
 from agents.llm import breaker
 from agents.llm.client import EndpointSpec, StreamState, chat_stream
 from agents.llm.errors import LLMCircuitOpen, LLMError
@@ -46,6 +55,7 @@ from agents.pipeline import (
 )
 from agents.prompts import render_prompt
 from agents.transactions import bookkeeping_atomic
+from agents.turn_cache import TurnSetup
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +90,26 @@ class CoachCall:
     message_id: int = 0
     run_id: int = 0
 
+    def with_circuit(self, circuit_open: LLMCircuitOpen | None) -> CoachCall:
+        self.circuit_open = circuit_open
+        return self
+
+    def stream(self, state: StreamState) -> AsyncIterator[str]:
+        """The reply's pieces; the request goes out when the first is asked for."""
+        if self.circuit_open is not None:
+            return _refused(self.circuit_open)
+        return chat_stream(
+            self.spec,
+            self.messages,
+            state,
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            extra_body=self.extra_body,
+            headers=request_headers(Agent.COACH, self.turn_id),
+            timeout_s=max(1.0, self.deadline - time.time()),
+            circuit_checked=True,
+        )
+
 
 def previous_blocked_moves(turn: Turn) -> list[str]:
     """What Stability blocked on this coachee's previous turn, so the fast path is not blind."""
@@ -89,10 +119,11 @@ def previous_blocked_moves(turn: Turn) -> list[str]:
     return list((stability or {}).get("blocked_moves", []))
 
 
-def coach_prepare(*, turn_id: int) -> CoachCall | None:
+def coach_prepare(*, turn_id: int, speculation: Speculation | None = None) -> CoachCall | None:
     """Everything Coach's request needs, read from the database and nothing written: when
     Coach builds the turn's shared prefix, coach_prefix_store stores it after the request is
-    out. None when Coach does not run."""
+    out. None when Coach does not run. `speculation`'s call, when it fits the stored turn
+    (its request is then already out)."""
     turn = turn_cache.running_turn(turn_id, load_turn)
     if turn is None:
         return None
@@ -100,20 +131,41 @@ def coach_prepare(*, turn_id: int) -> CoachCall | None:
     config = setup.config(Agent.COACH)
     if not config.enabled or turn.coach_message_id is not None:
         return None
-    prompt = setup.prompt(Agent.COACH)
+    spec = EndpointSpec.from_endpoint(config.endpoint)
+    circuit_open = None
+    try:
+        breaker.for_endpoint(spec.name).before_call()
+        _circuit_seen_open.discard(spec.name)
+    except LLMCircuitOpen as exc:
+        circuit_open = exc
+        _circuit_seen_open.add(spec.name)
     stored = stored_shared_context(turn)
+    if (
+        speculation is not None
+        and circuit_open is None
+        and stored is None
+        and speculation.fits(turn, setup, turn_cache.context_version_seen(turn.pk))
+    ):
+        speculation.call.turn = turn
+        speculation.call.deadline = turn.deadline_at.timestamp()
+        return speculation.call
     shared = stored or shared_context_build(turn)
     # Read by the build when Coach built the prefix (the usual case), else once more here.
     blocked = (
         shared.previous_blocked_moves if shared.previous_blocked_moves is not None else previous_blocked_moves(turn)
     )
+    return _call_for(
+        turn, setup, shared, blocked, deadline=turn.deadline_at.timestamp(), prefix_built=stored is None
+    ).with_circuit(circuit_open)
+
+
+def _call_for(
+    turn: Turn, setup: TurnSetup, shared: SharedContext, blocked: list[str], *, deadline: float, prefix_built: bool
+) -> CoachCall:
+    config = setup.config(Agent.COACH)
+    prompt = setup.prompt(Agent.COACH)
     values = {"blocked_moves": catalog_text(setup.catalog, blocked) if blocked else "none"}
     spec = EndpointSpec.from_endpoint(config.endpoint)
-    circuit_open = None
-    try:
-        breaker.for_endpoint(spec.name).before_call()
-    except LLMCircuitOpen as exc:
-        circuit_open = exc
     return CoachCall(
         turn_id=turn.pk,
         session_id=turn.session_id,
@@ -122,12 +174,12 @@ def coach_prepare(*, turn_id: int) -> CoachCall | None:
         max_tokens=config.max_tokens,
         temperature=config.temperature,
         extra_body=extra_body_for(spec.kind, thinking=config.thinking),
-        deadline=turn.deadline_at.timestamp(),
+        deadline=deadline,
         shared=shared,
         context_budget=config.context_budget,
-        prefix_built=stored is None,
+        prefix_built=prefix_built,
         turn=turn,
-        circuit_open=circuit_open,
+        circuit_open=None,
         run_inputs={
             "prompt_version": prompt,
             "endpoint": config.endpoint,
@@ -244,7 +296,9 @@ class Accepted:
     call: CoachCall | None = None  # Coach's request, prepared; None when Coach does not run
 
 
-def coach_accept(*, session_id: int, user_id: int, client_id: str, text: str) -> Accepted:
+def coach_accept(
+    *, session_id: int, user_id: int, client_id: str, text: str, speculation: Speculation | None = None
+) -> Accepted:
     """The rate limit, turn_accept, queuing the canvas and Coach's preparation, in one call on
     the database thread (each hop from the event loop to it and back cost about a millisecond
     before Coach's first token).
@@ -254,14 +308,21 @@ def coach_accept(*, session_id: int, user_id: int, client_id: str, text: str) ->
     sooner, Coach's first token no later). Queued after Coach's request instead: Shadow 14 ms
     later. A broker that is down delays Coach by Celery's publish retries (under a second)."""
     if not services.turn_rate_allows(user_id=user_id):
+        _rate_limited_until[user_id] = services.rate_window_ends()
         return Accepted(None)
-    result = services.turn_accept(session_id=session_id, user_id=user_id, client_id=client_id, text=text)
+    result = services.turn_accept(
+        session_id=session_id,
+        user_id=user_id,
+        client_id=client_id,
+        text=text,
+        ids=speculation.ids if speculation is not None else None,
+    )
     if not result.created:
         return Accepted(result)
     if result.pipeline_due:
         services.pipeline_start(turn_id=result.turn_id)
     try:
-        call = coach_prepare(turn_id=result.turn_id)
+        call = coach_prepare(turn_id=result.turn_id, speculation=speculation)
     except Exception:
         # Coach could not even start (configuration, database): the full answer still comes.
         logger.exception("coach could not start on turn %s", result.turn_id)
@@ -269,15 +330,149 @@ def coach_accept(*, session_id: int, user_id: int, client_id: str, text: str) ->
     return Accepted(result, call)
 
 
-async def coach_run(turn_id: int, call: CoachCall | None, *, on_prepared: Callable[[], None] | None = None) -> None:
-    """Send Coach's prepared request (coach_accept) and relay the reply to the session's group.
+# --- Coach's request before its turn is stored ------------------------------------------
+
+# Users refused at the rate limit in this process, until their window ends: no request goes
+# out ahead of an accept that would refuse it.
+_rate_limited_until: dict[int, float] = {}
+# Coach endpoints whose breaker this process last found open (coach_prepare asks it): while
+# it is, no request goes out ahead of that check.
+_circuit_seen_open: set[str] = set()
+
+
+@dataclass
+class Speculation:
+    """Coach's request, sent from the coachee's read-ahead copy (context_ahead) while the turn
+    is being stored: turn_accept's ~10 ms leave Coach's first token.
+
+    The copy's reserved ids name the message (in the prefix) and the turn (in the headers).
+    coach_prepare adopts the request only when the stored turn is what it was built for
+    (`fits`: turn_accept read the copy's stamp and the setup's, took the reserved ids, and the
+    day and the pinned commitments are the same); else it is discarded, before any token is
+    relayed, and Coach sends its request as usual."""
+
+    call: CoachCall
+    setup: TurnSetup
+    claim: context_ahead.Claim
+    text: str
+    today: date
+    state: StreamState
+    stream: AsyncIterator[str]
+    first_piece: asyncio.Future[str]
+    started: float
+
+    @property
+    def ids(self) -> tuple[int, int]:
+        return self.claim.message_id, self.claim.turn_id
+
+    def fits(self, turn: Turn, setup: TurnSetup, context_version: int | None) -> bool:
+        claim = self.claim
+        return (
+            setup is self.setup
+            and context_version == claim.version
+            and (turn.pk, turn.user_message_id) == (claim.turn_id, claim.message_id)
+            and turn.user_message.text == self.text
+            and turn.started_at.date() == self.today
+            and turn.started_at < claim.good_until
+            # The new message alone was kept: the prefix's record names its seq, not known here.
+            and self.call.shared.dropped.get("oldest_kept_seq") != claim.placeholder_seq
+        )
+
+    def discard(self) -> None:
+        """Stop the request (closing it tells the server to stop generating)."""
+        if not self.first_piece.done():
+            self.first_piece.cancel()
+        elif not self.first_piece.cancelled() and self.first_piece.exception() is None:
+            _closing.add(task := asyncio.ensure_future(self.stream.aclose()))  # type: ignore[attr-defined]
+            task.add_done_callback(_closing.discard)
+
+
+_closing: set[asyncio.Future[None]] = set()
+
+
+def clear() -> None:
+    """For tests: nothing remembered from an earlier refusal."""
+    _rate_limited_until.clear()
+    _circuit_seen_open.clear()
+
+
+def coach_speculate(*, session_id: int, user_id: int, text: str) -> Speculation | None:
+    """Send Coach's request for a new message now, from what this process holds (no query, no
+    thread hop: it runs on the event loop), when it can: None when there is no current copy of
+    the coachee's context, no kept setup, the pre-gate matches (the crisis answer replaces
+    Coach), Coach is off, or its endpoint or the coachee was last refused here."""
+    if _rate_limited_until.get(user_id, 0.0) > time.time():
+        return None
+    kept = turn_cache.setup_kept()
+    if kept is None:
+        return None
+    setup = kept[1]
+    config = setup.configs.get(Agent.COACH)
+    if config is None or not config.enabled or Agent.COACH not in setup.prompts:
+        return None
+    if config.endpoint.name in _circuit_seen_open or safety.pregate(text, setup.crisis_patterns) is not None:
+        return None
+    now = timezone.now()
+    claim = context_ahead.claim(session_id, now)
+    if claim is None:
+        return None
+    try:
+        message = Message(
+            id=claim.message_id, session=claim.session, seq=claim.placeholder_seq, role=Role.USER, text=text
+        )
+        turn = Turn(
+            id=claim.turn_id,
+            session=claim.session,
+            user_message=message,
+            context_blackboard=claim.board,
+            started_at=now,
+        )
+        counter = prefix_counter_of(setup)
+        shared = build_shared_context(
+            turn,
+            budget=shared_budget(list(setup.configs.values())),
+            # The new message's count (not known yet) is estimated high: the prefix then fits.
+            counter=dataclasses.replace(counter, known_only=True),
+            sources=context_ahead.with_message(claim.sources, message),
+        )
+        deadline = time.time() + settings.COACHING_TURN_DEADLINE_S
+        call = _call_for(turn, setup, shared, claim.sources.blocked_moves, deadline=deadline, prefix_built=True)
+    except Exception:
+        logger.warning("coach's early request for session %s could not be built", session_id, exc_info=True)
+        return None
+    state = StreamState()
+    stream = call.stream(state)
+    return Speculation(
+        call=call,
+        setup=setup,
+        claim=claim,
+        text=text,
+        today=now.date(),
+        state=state,
+        stream=stream,
+        first_piece=asyncio.ensure_future(anext(stream)),
+        started=time.monotonic(),
+    )
+
+
+async def coach_run(
+    turn_id: int,
+    call: CoachCall | None,
+    *,
+    on_prepared: Callable[[], None] | None = None,
+    speculation: Speculation | None = None,
+) -> None:
+    """Send Coach's prepared request (coach_accept) and relay the reply to the session's group;
+    the speculation's request when coach_prepare adopted it, else that one is discarded.
 
     `on_prepared` is called once (even when this is cancelled) when the turn's shared prefix is
     stored, just after Coach's request goes out, or Coach does not build it (`call` is None):
     Shadow, waiting for it, does not build it again."""
     prepared = _Once(on_prepared)
+    if speculation is not None and speculation.call is not call:
+        speculation.discard()
     try:
-        await _coach_run(turn_id, call, prepared)
+        await _coach_run(turn_id, call, prepared, speculation)
     finally:
         prepared()
 
@@ -292,32 +487,25 @@ class _Once:
             callback()
 
 
-async def _coach_run(turn_id: int, call: CoachCall | None, on_prepared: _Once) -> None:
+async def _coach_run(turn_id: int, call: CoachCall | None, on_prepared: _Once, speculation: Speculation | None) -> None:
     if call is None:
         on_prepared()
         await degraded_notice_if_open(turn_id)
         await database_sync_to_async(services.turn_canvas_after_coach)(turn_id=turn_id)
         return
-    state = StreamState()
-    started = time.monotonic()
-    stream = (
-        _refused(call.circuit_open)
-        if call.circuit_open is not None
-        else chat_stream(
-            call.spec,
-            call.messages,
-            state,
-            max_tokens=call.max_tokens,
-            temperature=call.temperature,
-            extra_body=call.extra_body,
-            headers=request_headers(Agent.COACH, call.turn_id),
-            timeout_s=max(1.0, call.deadline - time.time()),
-            circuit_checked=True,
+    if speculation is not None and speculation.call is call:
+        state, started, stream, first_piece = (
+            speculation.state,
+            speculation.started,
+            speculation.stream,
+            speculation.first_piece,
         )
-    )
-    # The request goes out first; the prefix, the reply's message and run are written while
-    # the model prepares its first token, which is then relayed at once.
-    first_piece = asyncio.ensure_future(anext(stream))
+    else:
+        state, started = StreamState(), time.monotonic()
+        stream = call.stream(state)
+        # The request goes out first; the prefix, the reply's message and run are written while
+        # the model prepares its first token, which is then relayed at once.
+        first_piece = asyncio.ensure_future(anext(stream))
     try:
         await database_sync_to_async(coach_prefix_store)(call=call)
     except Exception:

@@ -11,6 +11,11 @@ tab's message, an erasure, a coach's edit renewed the stamp, and the turn reads 
 
 Time matters to one read: a commitment leaves the pinned list a grace period after its due
 date, so a copy is good only until the first one it holds would leave (and an hour at most).
+
+A copy also holds the ids the next coachee message and its turn will take (drawn from their
+sequences when it is read): Coach's request names both (the prefix shows the message's id, the
+request headers the turn's), so with them Coach can send it before the turn is stored
+(`claim`, coach.coach_speculate), and turn_accept creates the rows with those ids.
 """
 
 from __future__ import annotations
@@ -21,11 +26,11 @@ import threading
 from collections import OrderedDict
 from datetime import datetime, timedelta
 
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from agents import context, selectors, stamps, tokens, turn_cache
-from agents.models import BlackboardVersion, CoachingSession, SessionStatus, Turn
+from agents.models import BlackboardVersion, CoachingSession, Message, SessionStatus, Turn
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +48,23 @@ class _Copy:
     last_seq: int  # of the newest message in the copy's history
     sources: context.Sources
     board: BlackboardVersion | None  # the coachee's latest blackboard version
+    session: CoachingSession  # with its coachee
+    # The next message's and turn's ids, drawn from their sequences; taken by one claim.
+    reserved: tuple[int, int] | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """A copy taken for one new message, before its turn is stored (coach.coach_speculate)."""
+
+    version: int
+    good_until: datetime
+    session: CoachingSession
+    sources: context.Sources  # the copy's, the new message not added yet
+    board: BlackboardVersion | None
+    message_id: int
+    turn_id: int
+    placeholder_seq: int  # above the copy's newest message: the new message's real seq may differ
 
 
 _lock = threading.Lock()
@@ -90,6 +112,8 @@ def read_ahead(*, session_id: int) -> None:
         last_seq=max((m.seq for m in sources.history), default=0),
         sources=sources,
         board=board,
+        session=session,
+        reserved=reserve_ids(),
     )
     with _lock:
         _copies[session_id] = copy
@@ -102,6 +126,45 @@ def read_ahead(*, session_id: int) -> None:
     head = context.shared_head(session, board.data if board else None, sources, today=now.date())
     counter = context.prefix_counter_of(turn_cache.setup_at(found[stamps.SETUP]))
     tokens.count_soon(counter.spec, [p for p in context.prefix_parts(head, sources) if p])
+
+
+def reserve_ids() -> tuple[int, int]:
+    """A message id and a turn id no other row will take (a sequence never gives one twice;
+    one never used is a gap, as after a rolled-back insert)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT nextval(pg_get_serial_sequence(%s, 'id')), nextval(pg_get_serial_sequence(%s, 'id'))",
+            [Message._meta.db_table, Turn._meta.db_table],
+        )
+        message_id, turn_id = cursor.fetchone()
+    return int(message_id), int(turn_id)
+
+
+def claim(session_id: int, at: datetime) -> Claim | None:
+    """The session's copy with its reserved ids, for one new message arriving `at`; None when
+    there is none, it is out of date, or another message already took its ids."""
+    with _lock:
+        copy = _copies.get(session_id)
+        if copy is None or copy.reserved is None or not (copy.read_at <= at < copy.good_until):
+            return None
+        _copies[session_id] = dataclasses.replace(copy, reserved=None)
+    message_id, turn_id = copy.reserved
+    return Claim(
+        version=copy.version,
+        good_until=copy.good_until,
+        session=copy.session,
+        sources=copy.sources,
+        board=copy.board,
+        message_id=message_id,
+        turn_id=turn_id,
+        placeholder_seq=copy.last_seq + 1,
+    )
+
+
+def with_message(sources: context.Sources, message: Message) -> context.Sources:
+    """The copy's sources as the turn of `message` reads them."""
+    history = [*sources.history, message][-context.HISTORY_FETCH_LIMIT :]
+    return dataclasses.replace(sources, history=history)
 
 
 def latest_board(session_id: int, version: int) -> tuple[bool, BlackboardVersion | None]:
@@ -124,8 +187,7 @@ def sources_for(turn: Turn) -> context.Sources | None:
     message = turn.user_message
     if not (copy.read_at <= turn.started_at < copy.good_until) or message.seq <= copy.last_seq:
         return None
-    history = [*copy.sources.history, message][-context.HISTORY_FETCH_LIMIT :]
-    return dataclasses.replace(copy.sources, history=history)
+    return with_message(copy.sources, message)
 
 
 def clear() -> None:

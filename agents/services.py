@@ -152,8 +152,13 @@ class AcceptResult:
     pipeline_due: bool = False
 
 
-def turn_accept(*, session_id: int, user_id: int, client_id: str, text: str) -> AcceptResult:
-    """Store the coachee's message and open a turn; a re-sent client_id changes nothing."""
+def turn_accept(
+    *, session_id: int, user_id: int, client_id: str, text: str, ids: tuple[int, int] | None = None
+) -> AcceptResult:
+    """Store the coachee's message and open a turn; a re-sent client_id changes nothing.
+    `ids`: the (message, turn) ids reserved for them (context_ahead.claim), Coach's request
+    already naming them."""
+    message_id, turn_id = ids if ids is not None else (None, None)
     with transaction.atomic():
         session = (
             CoachingSession.objects.select_for_update(of=("self",))
@@ -173,11 +178,14 @@ def turn_accept(*, session_id: int, user_id: int, client_id: str, text: str) -> 
             session.pk, [stamps.coachee_key(user_id), stamps.SETUP]
         )
         setup = turn_cache.setup_at(setup_version)
-        message = Message.objects.create(session=session, seq=seq, role=Role.USER, text=text, client_id=client_id)
+        message = Message.objects.create(
+            id=message_id, session=session, seq=seq, role=Role.USER, text=text, client_id=client_id
+        )
         # Counted now, in the background: Coach's prefix needs this message's count next.
         context.count_soon_in_prefix(setup, message)
         canvas_after_coach = coach_shares_a_single_slot(setup.configs)
         turn = Turn.objects.create(
+            id=turn_id,
             session=session,
             user_message=message,
             deadline_at=timezone.now() + timedelta(seconds=settings.COACHING_TURN_DEADLINE_S),
@@ -650,15 +658,22 @@ def blackboard_lock_latest(*, coachee_id: int) -> BlackboardVersion | None:
 
 # --- Per-user limits, shared across processes through the Redis cache -------------------------
 
+# The rate limit counts messages in fixed windows of this many seconds.
+RATE_WINDOW_S = 60
 # A socket count survives a crashed Daphne process for at most this long.
 SOCKET_COUNT_TTL_S = 3600
 
 
 def turn_rate_allows(*, user_id: int) -> bool:
     """One more message this minute? A fixed one-minute window per user."""
-    key = f"coaching:turns:{user_id}:{int(time.time() // 60)}"
+    key = f"coaching:turns:{user_id}:{int(time.time() // RATE_WINDOW_S)}"
     cache.add(key, 0, timeout=120)
     return int(cache.incr(key)) <= settings.COACHING_TURNS_PER_MINUTE
+
+
+def rate_window_ends() -> float:
+    """When the current rate-limit window ends (epoch seconds)."""
+    return (time.time() // RATE_WINDOW_S + 1) * RATE_WINDOW_S
 
 
 def socket_open_allowed(*, user_id: int) -> bool:

@@ -63,12 +63,15 @@ class Counter:
     """Counts tokens for one endpoint; `exact` says whether its tokenizer answered."""
 
     spec: EndpointSpec | None
+    # Only what this process already counted, an estimate for the rest: no cache or server
+    # round trip (coach_speculate counts on the event loop).
+    known_only: bool = False
 
     def count(self, text: str) -> int:
         return self.count_many([text])[0]
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        return count_many(self.spec, texts)
+        return count_known(self.spec, texts) if self.known_only else count_many(self.spec, texts)
 
     def messages(self, messages: list[dict[str, str]]) -> int:
         return sum(self.count_many([m["content"] for m in messages])) + MESSAGE_OVERHEAD_TOKENS * len(messages)
@@ -197,6 +200,13 @@ def _server_count(spec: EndpointSpec, text: str) -> int | None:
 def count_many(spec: EndpointSpec | None, texts: Sequence[str]) -> list[int]:
     """Token counts of several texts, from the caches where possible (one cache round trip)."""
     return _count_many(spec, texts, wait_in_flight=True)
+
+
+def count_known(spec: EndpointSpec | None, texts: Sequence[str]) -> list[int]:
+    """Counts from this process's cache, the (high) estimate for a text not in it."""
+    if spec is None:
+        return [estimate_tokens(t) for t in texts]
+    return [hit if (hit := _lru.get(_key(spec, t))) is not None else estimate_tokens(t) for t in texts]
 
 
 def _count_many(spec: EndpointSpec | None, texts: Sequence[str], *, wait_in_flight: bool) -> list[int]:
