@@ -8,7 +8,8 @@ Coach's prefix to Shadow's call). So steps are queued early, read what they can,
 - `PREFIX`: Shadow, queued when the turn is accepted, waits for the shared prefix that Coach
   is building in Daphne (given once it is stored, or when Coach will not build it);
 - `SHADOW`: the trio, queued as Shadow's model call starts, waits for Shadow's findings (given
-  once Shadow's run and blackboard write are committed, or Shadow failed, or the turn ended);
+  once Shadow's run is committed, before its blackboard write, or Shadow failed, or the turn
+  ended);
 - `TRIO`: Synth, queued with the trio, waits for the three specialists (each gives when its
   run has ended, whatever the outcome): partial fan-in at the specialists' stage deadline.
 
