@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -139,16 +139,16 @@ def coach_prepare(*, turn_id: int, speculation: Speculation | None = None) -> Co
     except LLMCircuitOpen as exc:
         circuit_open = exc
         _circuit_seen_open.add(spec.name)
-    stored = stored_shared_context(turn)
     if (
         speculation is not None
         and circuit_open is None
-        and stored is None
         and speculation.fits(turn, setup, turn_cache.context_version_seen(turn.pk))
     ):
-        speculation.call.turn = turn
-        speculation.call.deadline = turn.deadline_at.timestamp()
-        return speculation.call
+        call = speculation.call
+        call.turn, call.deadline = turn, turn.deadline_at.timestamp()
+        call.prefix_built = False  # stored with the turn
+        return call
+    stored = stored_shared_context(turn)
     shared = stored or shared_context_build(turn)
     # Read by the build when Coach built the prefix (the usual case), else once more here.
     blocked = (
@@ -316,6 +316,7 @@ def coach_accept(
         client_id=client_id,
         text=text,
         ids=speculation.ids if speculation is not None else None,
+        prefix_for=speculation.prefix_if_current if speculation is not None else None,
     )
     if not result.created:
         return Accepted(result)
@@ -346,10 +347,10 @@ class Speculation:
     is being stored: turn_accept's ~10 ms leave Coach's first token.
 
     The copy's reserved ids name the message (in the prefix) and the turn (in the headers).
-    coach_prepare adopts the request only when the stored turn is what it was built for
-    (`fits`: turn_accept read the copy's stamp and the setup's, took the reserved ids, and the
-    day and the pinned commitments are the same); else it is discarded, before any token is
-    relayed, and Coach sends its request as usual."""
+    turn_accept stores the request's prefix with the turn when the stamps it reads are the ones
+    the request was built on (`prefix_if_current`: the copy's and the setup's, the same day, the
+    same pinned commitments), and coach_prepare adopts the request only for that turn (`fits`);
+    else it is discarded, before any token is relayed, and Coach sends its request as usual."""
 
     call: CoachCall
     setup: TurnSetup
@@ -365,15 +366,28 @@ class Speculation:
     def ids(self) -> tuple[int, int]:
         return self.claim.message_id, self.claim.turn_id
 
+    def prefix_if_current(self, context_version: int, setup: TurnSetup) -> SharedContext | None:
+        """The request's prefix, for turn_accept to store with the turn, when the stamps it read
+        (and the time) are what the request was built on."""
+        return self.call.shared if self._current(setup, context_version, timezone.now()) else None
+
     def fits(self, turn: Turn, setup: TurnSetup, context_version: int | None) -> bool:
+        """The stored turn is the one the request was built for, its prefix stored with it."""
+        claim = self.claim
+        return (
+            self._current(setup, context_version, turn.started_at)
+            and (turn.pk, turn.user_message_id) == (claim.turn_id, claim.message_id)
+            and turn.user_message.text == self.text
+            and turn.shared_prompt == self.call.shared.text
+        )
+
+    def _current(self, setup: TurnSetup, context_version: int | None, at: datetime) -> bool:
         claim = self.claim
         return (
             setup is self.setup
             and context_version == claim.version
-            and (turn.pk, turn.user_message_id) == (claim.turn_id, claim.message_id)
-            and turn.user_message.text == self.text
-            and turn.started_at.date() == self.today
-            and turn.started_at < claim.good_until
+            and at.date() == self.today
+            and at < claim.good_until
             # The new message alone was kept: the prefix's record names its seq, not known here.
             and self.call.shared.dropped.get("oldest_kept_seq") != claim.placeholder_seq
         )

@@ -126,12 +126,7 @@ def shared_context_build(turn: Turn) -> SharedContext:
 def shared_context_store(turn: Turn, shared: SharedContext) -> SharedContext:
     """Store a built prefix on the turn; the one stored first when another step was quicker."""
     with bookkeeping_atomic():
-        stored = Turn.objects.filter(pk=turn.pk, shared_tokens__isnull=True).update(
-            shared_prompt=shared.text,
-            shared_tokens=shared.tokens,
-            shared_message_ids=shared.message_ids,
-            shared_dropped=shared.dropped,
-        )
+        stored = Turn.objects.filter(pk=turn.pk, shared_tokens__isnull=True).update(**services.prefix_fields(shared))
     if not stored:
         # Another step of this turn stored its build first: every agent must see that one.
         turn.refresh_from_db(fields=["shared_prompt", "shared_tokens", "shared_message_ids", "shared_dropped"])

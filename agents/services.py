@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -153,11 +154,19 @@ class AcceptResult:
 
 
 def turn_accept(
-    *, session_id: int, user_id: int, client_id: str, text: str, ids: tuple[int, int] | None = None
+    *,
+    session_id: int,
+    user_id: int,
+    client_id: str,
+    text: str,
+    ids: tuple[int, int] | None = None,
+    prefix_for: Callable[[int, turn_cache.TurnSetup], context.SharedContext | None] | None = None,
 ) -> AcceptResult:
     """Store the coachee's message and open a turn; a re-sent client_id changes nothing.
     `ids`: the (message, turn) ids reserved for them (context_ahead.claim), Coach's request
-    already naming them."""
+    already naming them. `prefix_for(coachee stamp, setup)`: the shared prefix that request was
+    built with, when these are the stamps it was built on; stored with the turn, so Shadow need
+    not wait for Coach to store it."""
     message_id, turn_id = ids if ids is not None else (None, None)
     with transaction.atomic():
         session = (
@@ -184,6 +193,7 @@ def turn_accept(
         # Counted now, in the background: Coach's prefix needs this message's count next.
         context.count_soon_in_prefix(setup, message)
         canvas_after_coach = coach_shares_a_single_slot(setup.configs)
+        prefix = prefix_for(context_version, setup) if prefix_for is not None else None
         turn = Turn.objects.create(
             id=turn_id,
             session=session,
@@ -191,7 +201,10 @@ def turn_accept(
             deadline_at=timezone.now() + timedelta(seconds=settings.COACHING_TURN_DEADLINE_S),
             context_blackboard=latest_board_version(session.pk, user_id, context_version),
             canvas_after_coach=canvas_after_coach,
+            **(prefix_fields(prefix) if prefix is not None else {}),
         )
+        if prefix is not None and compaction.history_needs_compaction(prefix.dropped):
+            compaction.in_session_compaction_schedule(turn=turn)
         event = event_emit(
             session_id=session.pk,
             type="message.accepted",
@@ -205,6 +218,16 @@ def turn_accept(
     # Committed: Coach, next on this thread, starts from these rows instead of reading them again.
     turn_cache.turn_remember(turn, setup=setup, context_version=context_version)
     return AcceptResult(turn.pk, message.pk, created=True, event=event, pipeline_due=not canvas_after_coach)
+
+
+def prefix_fields(shared: context.SharedContext) -> dict[str, Any]:
+    """A built shared prefix as the Turn stores it."""
+    return {
+        "shared_prompt": shared.text,
+        "shared_tokens": shared.tokens,
+        "shared_message_ids": shared.message_ids,
+        "shared_dropped": shared.dropped,
+    }
 
 
 def latest_board_version(session_id: int, coachee_id: int, context_version: int) -> BlackboardVersion | None:

@@ -65,6 +65,9 @@ async def test_the_request_goes_out_before_the_turn_exists_and_is_kept_when_it_f
     assert accepted.result is not None
     assert (accepted.result.message_id, accepted.result.turn_id) == (message_id, turn_id)
     assert accepted.call is speculation.call
+    # Stored with the turn: Shadow does not wait for Coach to store it.
+    stored = await database_sync_to_async(Turn.objects.get)(pk=turn_id)
+    assert stored.shared_prompt == speculation.call.messages[0]["content"]
     # The very request Coach would have prepared from the stored turn.
     prepared = await database_sync_to_async(coach_prepare)(turn_id=turn_id)
     assert prepared is not None
@@ -99,6 +102,8 @@ async def test_a_write_after_the_read_ahead_stops_the_early_request_and_coach_as
     assert accepted.result is not None
     assert accepted.call is not None
     assert accepted.call is not speculation.call
+    stored = await database_sync_to_async(Turn.objects.get)(pk=accepted.result.turn_id)
+    assert not stored.shared_prompt  # the out-of-date prefix is not stored either
     assert note in accepted.call.messages[0]["content"]
 
     await coach_run(accepted.result.turn_id, accepted.call, speculation=speculation)
