@@ -90,10 +90,6 @@ class CoachCall:
     message_id: int = 0
     run_id: int = 0
 
-    def with_circuit(self, circuit_open: LLMCircuitOpen | None) -> CoachCall:
-        self.circuit_open = circuit_open
-        return self
-
     def stream(self, state: StreamState) -> AsyncIterator[str]:
         """The reply's pieces; the request goes out when the first is asked for."""
         if self.circuit_open is not None:
@@ -155,12 +151,25 @@ def coach_prepare(*, turn_id: int, speculation: Speculation | None = None) -> Co
         shared.previous_blocked_moves if shared.previous_blocked_moves is not None else previous_blocked_moves(turn)
     )
     return _call_for(
-        turn, setup, shared, blocked, deadline=turn.deadline_at.timestamp(), prefix_built=stored is None
-    ).with_circuit(circuit_open)
+        turn,
+        setup,
+        shared,
+        blocked,
+        deadline=turn.deadline_at.timestamp(),
+        prefix_built=stored is None,
+        circuit_open=circuit_open,
+    )
 
 
 def _call_for(
-    turn: Turn, setup: TurnSetup, shared: SharedContext, blocked: list[str], *, deadline: float, prefix_built: bool
+    turn: Turn,
+    setup: TurnSetup,
+    shared: SharedContext,
+    blocked: list[str],
+    *,
+    deadline: float,
+    prefix_built: bool,
+    circuit_open: LLMCircuitOpen | None = None,
 ) -> CoachCall:
     config = setup.config(Agent.COACH)
     prompt = setup.prompt(Agent.COACH)
@@ -179,7 +188,7 @@ def _call_for(
         context_budget=config.context_budget,
         prefix_built=prefix_built,
         turn=turn,
-        circuit_open=None,
+        circuit_open=circuit_open,
         run_inputs={
             "prompt_version": prompt,
             "endpoint": config.endpoint,
@@ -354,17 +363,14 @@ class Speculation:
 
     call: CoachCall
     setup: TurnSetup
-    claim: context_ahead.Claim
+    copy: context_ahead.Copy  # claimed: its reserved ids are this request's
+    ids: tuple[int, int]  # (message id, turn id)
     text: str
     today: date
     state: StreamState
     stream: AsyncIterator[str]
     first_piece: asyncio.Future[str]
     started: float
-
-    @property
-    def ids(self) -> tuple[int, int]:
-        return self.claim.message_id, self.claim.turn_id
 
     def prefix_if_current(self, context_version: int, setup: TurnSetup) -> SharedContext | None:
         """The request's prefix, for turn_accept to store with the turn, when the stamps it read
@@ -373,23 +379,21 @@ class Speculation:
 
     def fits(self, turn: Turn, setup: TurnSetup, context_version: int | None) -> bool:
         """The stored turn is the one the request was built for, its prefix stored with it."""
-        claim = self.claim
         return (
             self._current(setup, context_version, turn.started_at)
-            and (turn.pk, turn.user_message_id) == (claim.turn_id, claim.message_id)
+            and (turn.user_message_id, turn.pk) == self.ids
             and turn.user_message.text == self.text
             and turn.shared_prompt == self.call.shared.text
         )
 
     def _current(self, setup: TurnSetup, context_version: int | None, at: datetime) -> bool:
-        claim = self.claim
         return (
             setup is self.setup
-            and context_version == claim.version
+            and context_version == self.copy.version
             and at.date() == self.today
-            and at < claim.good_until
+            and at < self.copy.good_until
             # The new message alone was kept: the prefix's record names its seq, not known here.
-            and self.call.shared.dropped.get("oldest_kept_seq") != claim.placeholder_seq
+            and self.call.shared.dropped.get("oldest_kept_seq") != _placeholder_seq(self.copy)
         )
 
     def discard(self) -> None:
@@ -409,6 +413,11 @@ def _refusal_remember(user_id: int) -> None:
     for expired in [user for user, until in _rate_limited_until.items() if until <= now]:
         del _rate_limited_until[expired]
     _rate_limited_until[user_id] = services.rate_window_ends()
+
+
+def _placeholder_seq(copy: context_ahead.Copy) -> int:
+    # Above the copy's newest message; the new message's real seq may be higher (events count too).
+    return copy.last_seq + 1
 
 
 def clear() -> None:
@@ -434,18 +443,17 @@ def coach_speculate(*, session_id: int, user_id: int, text: str) -> Speculation 
     if config.endpoint.name in _circuit_seen_open or safety.pregate(text, setup.crisis_patterns) is not None:
         return None
     now = timezone.now()
-    claim = context_ahead.claim(session_id, now)
-    if claim is None:
+    copy = context_ahead.claim(session_id, now)
+    if copy is None or copy.reserved is None:
         return None
+    message_id, turn_id = copy.reserved
     try:
-        message = Message(
-            id=claim.message_id, session=claim.session, seq=claim.placeholder_seq, role=Role.USER, text=text
-        )
+        message = Message(id=message_id, session=copy.session, seq=_placeholder_seq(copy), role=Role.USER, text=text)
         turn = Turn(
-            id=claim.turn_id,
-            session=claim.session,
+            id=turn_id,
+            session=copy.session,
             user_message=message,
-            context_blackboard=claim.board,
+            context_blackboard=copy.board,
             started_at=now,
         )
         counter = prefix_counter_of(setup)
@@ -454,10 +462,10 @@ def coach_speculate(*, session_id: int, user_id: int, text: str) -> Speculation 
             budget=shared_budget(list(setup.configs.values())),
             # The new message's count (not known yet) is estimated high: the prefix then fits.
             counter=dataclasses.replace(counter, known_only=True),
-            sources=context_ahead.with_message(claim.sources, message),
+            sources=context_ahead.with_message(copy.sources, message),
         )
         deadline = time.time() + settings.COACHING_TURN_DEADLINE_S
-        call = _call_for(turn, setup, shared, claim.sources.blocked_moves, deadline=deadline, prefix_built=True)
+        call = _call_for(turn, setup, shared, copy.sources.blocked_moves, deadline=deadline, prefix_built=True)
     except Exception:
         logger.warning("coach's early request for session %s could not be built", session_id, exc_info=True)
         return None
@@ -466,7 +474,8 @@ def coach_speculate(*, session_id: int, user_id: int, text: str) -> Speculation 
     return Speculation(
         call=call,
         setup=setup,
-        claim=claim,
+        copy=copy,
+        ids=(message_id, turn_id),
         text=text,
         today=now.date(),
         state=state,

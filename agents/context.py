@@ -125,6 +125,14 @@ class SharedContext:
     # needs it too); None for a prefix loaded from its turn.
     previous_blocked_moves: list[str] | None = None
 
+    def turn_fields(self) -> dict[str, Any]:
+        """As the Turn stores it."""
+        return dict(zip(TURN_PREFIX_FIELDS, (self.text, self.tokens, self.message_ids, self.dropped), strict=True))
+
+
+# The Turn's columns that hold its stored shared prefix.
+TURN_PREFIX_FIELDS = ["shared_prompt", "shared_tokens", "shared_message_ids", "shared_dropped"]
+
 
 def shared_budget(configs: list[AgentConfig]) -> int:
     budgets = [c.context_budget for c in configs if c.enabled and c.agent in TURN_AGENTS] or [6000]

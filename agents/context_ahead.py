@@ -41,7 +41,7 @@ LONGEST_KEPT = timedelta(hours=1)
 
 
 @dataclasses.dataclass(frozen=True)
-class _Copy:
+class Copy:
     version: int  # the coachee's change stamp, read before the sources
     read_at: datetime
     good_until: datetime
@@ -53,22 +53,8 @@ class _Copy:
     reserved: tuple[int, int] | None
 
 
-@dataclasses.dataclass(frozen=True)
-class Claim:
-    """A copy taken for one new message, before its turn is stored (coach.coach_speculate)."""
-
-    version: int
-    good_until: datetime
-    session: CoachingSession
-    sources: context.Sources  # the copy's, the new message not added yet
-    board: BlackboardVersion | None
-    message_id: int
-    turn_id: int
-    placeholder_seq: int  # above the copy's newest message: the new message's real seq may differ
-
-
 _lock = threading.Lock()
-_copies: OrderedDict[int, _Copy] = OrderedDict()  # by session id
+_copies: OrderedDict[int, Copy] = OrderedDict()  # by session id
 _asked: OrderedDict[int, object] = OrderedDict()  # session id -> what the last read_ahead was for
 
 
@@ -105,7 +91,7 @@ def read_ahead(*, session_id: int) -> None:
     good_until = min(
         [now + LONGEST_KEPT] + [p.due_at + timedelta(days=context.OVERDUE_GRACE_DAYS) for p in sources.open_predictions]
     )
-    copy = _Copy(
+    copy = Copy(
         version=found[coachee_key],
         read_at=now,
         good_until=good_until,
@@ -140,25 +126,16 @@ def reserve_ids() -> tuple[int, int]:
     return int(message_id), int(turn_id)
 
 
-def claim(session_id: int, at: datetime) -> Claim | None:
-    """The session's copy with its reserved ids, for one new message arriving `at`; None when
-    there is none, it is out of date, or another message already took its ids."""
+def claim(session_id: int, at: datetime) -> Copy | None:
+    """The session's copy with its reserved ids, for one new message arriving `at` (the copy
+    kept gives them to no other message); None when there is none, it is out of date, or
+    another message already took its ids."""
     with _lock:
         copy = _copies.get(session_id)
         if copy is None or copy.reserved is None or not (copy.read_at <= at < copy.good_until):
             return None
         _copies[session_id] = dataclasses.replace(copy, reserved=None)
-    message_id, turn_id = copy.reserved
-    return Claim(
-        version=copy.version,
-        good_until=copy.good_until,
-        session=copy.session,
-        sources=copy.sources,
-        board=copy.board,
-        message_id=message_id,
-        turn_id=turn_id,
-        placeholder_seq=copy.last_seq + 1,
-    )
+    return copy
 
 
 def with_message(sources: context.Sources, message: Message) -> context.Sources:

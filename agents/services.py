@@ -190,10 +190,11 @@ def turn_accept(
         message = Message.objects.create(
             id=message_id, session=session, seq=seq, role=Role.USER, text=text, client_id=client_id
         )
-        # Counted now, in the background: Coach's prefix needs this message's count next.
-        context.count_soon_in_prefix(setup, message)
         canvas_after_coach = coach_shares_a_single_slot(setup.configs)
         prefix = prefix_for(context_version, setup) if prefix_for is not None else None
+        if prefix is None:
+            # Counted now, in the background: Coach's prefix, built next, needs this message's count.
+            context.count_soon_in_prefix(setup, message)
         turn = Turn.objects.create(
             id=turn_id,
             session=session,
@@ -201,7 +202,7 @@ def turn_accept(
             deadline_at=timezone.now() + timedelta(seconds=settings.COACHING_TURN_DEADLINE_S),
             context_blackboard=latest_board_version(session.pk, user_id, context_version),
             canvas_after_coach=canvas_after_coach,
-            **(prefix_fields(prefix) if prefix is not None else {}),
+            **(prefix.turn_fields() if prefix is not None else {}),
         )
         if prefix is not None and compaction.history_needs_compaction(prefix.dropped):
             compaction.in_session_compaction_schedule(turn=turn)
@@ -218,16 +219,6 @@ def turn_accept(
     # Committed: Coach, next on this thread, starts from these rows instead of reading them again.
     turn_cache.turn_remember(turn, setup=setup, context_version=context_version)
     return AcceptResult(turn.pk, message.pk, created=True, event=event, pipeline_due=not canvas_after_coach)
-
-
-def prefix_fields(shared: context.SharedContext) -> dict[str, Any]:
-    """A built shared prefix as the Turn stores it."""
-    return {
-        "shared_prompt": shared.text,
-        "shared_tokens": shared.tokens,
-        "shared_message_ids": shared.message_ids,
-        "shared_dropped": shared.dropped,
-    }
 
 
 def latest_board_version(session_id: int, coachee_id: int, context_version: int) -> BlackboardVersion | None:
@@ -339,8 +330,7 @@ def agent_status_emit(*, turn: Turn, agent: str, state: str, ms: int | None = No
     """Live progress of one agent. Not persisted and without a seq: it is a view of the turn's
     AgentRun rows, which a resuming client gets as a snapshot (agent_statuses); persisting it
     cost a locked, durable transaction per event on the turn's critical path."""
-    event = agent_status_event(turn_id=turn.pk, agent=agent, state=state, ms=ms)
-    layer.group_send_soon(session_group(turn.session_id), {"type": event["type"], "event": event})
+    group_send_soon(turn.session_id, agent_status_event(turn_id=turn.pk, agent=agent, state=state, ms=ms))
     if state == "failed":
         degraded_notice_if_open(turn_id=turn.pk, agents=[agent])
 

@@ -45,6 +45,13 @@ async def _until(check: Callable[[], Any], timeout_s: float = 5.0) -> Any:
     return found
 
 
+def _sent(user: Any, session: Any) -> Speculation:
+    """Coach's early request for TEXT, which must go out."""
+    speculation = coach_speculate(session_id=session.pk, user_id=user.pk, text=TEXT)
+    assert speculation is not None
+    return speculation
+
+
 async def _accept(user: Any, session: Any, speculation: Speculation | None, client_id: str = "c-1") -> Accepted:
     return await database_sync_to_async(coach_accept)(
         session_id=session.pk, user_id=user.pk, client_id=client_id, text=TEXT, speculation=speculation
@@ -55,8 +62,7 @@ async def test_the_request_goes_out_before_the_turn_exists_and_is_kept_when_it_f
     read_ahead: tuple[Any, Any], sim: SimulatorServer
 ) -> None:
     user, session = read_ahead
-    speculation = coach_speculate(session_id=session.pk, user_id=user.pk, text=TEXT)
-    assert speculation is not None
+    speculation = _sent(user, session)
     message_id, turn_id = speculation.ids
     await _until(lambda: sim.calls("coach"))
     assert not await database_sync_to_async(Turn.objects.filter(pk=turn_id).exists)()
@@ -89,8 +95,7 @@ async def test_a_write_after_the_read_ahead_stops_the_early_request_and_coach_as
     read_ahead: tuple[Any, Any], sim: SimulatorServer
 ) -> None:
     user, session = read_ahead
-    speculation = coach_speculate(session_id=session.pk, user_id=user.pk, text=TEXT)
-    assert speculation is not None
+    speculation = _sent(user, session)
     # A coach's note lands between the read-ahead and the message: the copy is out of date.
     note = "Remember the plan from Monday."
 
@@ -121,8 +126,7 @@ async def test_a_write_after_the_read_ahead_stops_the_early_request_and_coach_as
 
 async def test_a_discarded_request_is_closed_at_the_server(read_ahead: tuple[Any, Any], sim: SimulatorServer) -> None:
     user, session = read_ahead
-    speculation = coach_speculate(session_id=session.pk, user_id=user.pk, text=TEXT)
-    assert speculation is not None
+    speculation = _sent(user, session)
     await _until(lambda: sim.calls("coach"))
     speculation.discard()  # what the socket does when the message is refused or a re-send
     await _until(lambda: sim.calls("coach")[0]["cancelled"])
