@@ -214,6 +214,10 @@ def coach_record_start(*, call: CoachCall) -> None:
     first token: coach_run sends the request first)."""
     # Bookkeeping commit: the message is empty until coach_end, which commits durably.
     with bookkeeping_atomic():
+        # The turn's row before the session's (next_seq), the order every other writer of a
+        # running turn takes (turn_finish, coach_end, arbitration): the other way round, the
+        # fault-matrix test saw PostgreSQL abort this against an arbitration for a deadlock.
+        Turn.objects.select_for_update().filter(pk=call.turn_id).values_list("pk", flat=True).first()
         seq = services.next_seq(call.session_id)
         message = Message.objects.create(
             session_id=call.session_id, seq=seq, role=Role.COACH, text="", status=MessageStatus.STREAMING
