@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 import redis
 from django.apps import apps as django_apps
@@ -145,6 +146,28 @@ class LiveStack:
             text = path.read_text(errors="replace").splitlines()[-lines:]
             out.append(f"--- {path.name}\n" + "\n".join(text))
         return "\n".join(out)
+
+    def dump_state(self, label: str) -> str:
+        """What each process is doing and what PostgreSQL is waiting on, for a test that gave up
+        waiting on the stack: a rare stall leaves evidence (also in test-output/<label>-state.txt)."""
+        parts = []
+        py_spy = VENV_BIN / "py-spy"
+        for proc, log in zip(self.processes, self.logs, strict=True):
+            dump = subprocess.run(
+                [str(py_spy), "dump", "--pid", str(proc.pid)], capture_output=True, text=True, check=False, timeout=30
+            )
+            parts.append(f"--- py-spy dump of {log.stem} ({proc.pid})\n")
+            parts.append(dump.stdout or dump.stderr)
+        with psycopg.connect(stack_env()["DATABASE_URL"]) as conn:
+            rows = conn.execute(
+                "SELECT pid, state, wait_event_type, wait_event, now() - xact_start, left(query, 160)"
+                " FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                " AND state <> 'idle' ORDER BY xact_start"
+            ).fetchall()
+        parts.append("--- PostgreSQL sessions not idle\n" + "\n".join(" | ".join(map(str, row)) for row in rows))
+        text = "\n".join(parts)
+        (OUTPUT_DIR / f"{label}-state.txt").write_text(text)
+        return text
 
 
 def _wait_http(url: str, timeout_s: float) -> None:

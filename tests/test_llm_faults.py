@@ -103,9 +103,15 @@ async def test_every_fault_mode_ends_every_turn_in_time_with_valid_outputs_only(
         live_sim.reset()
         live_sim.configure(default={"fault": fault}, agents={"critic": {"script": [CLEAN_CRITIC], "repeat_last": True}})
         sessions = [await sync_to_async(session_start)(user_id=user.pk) for user, _ in users]
-        results = await asyncio.gather(
-            *(one_turn(fault_stack, session, cookie) for session, (_, cookie) in zip(sessions, users, strict=True))
-        )
+        try:
+            results = await asyncio.gather(
+                *(one_turn(fault_stack, session, cookie) for session, (_, cookie) in zip(sessions, users, strict=True))
+            )
+        except TimeoutError:
+            print(
+                f"row {name}: a turn.done did not arrive\n" + await asyncio.to_thread(fault_stack.dump_state, "faults")
+            )
+            raise
         outcome = table[name] = Outcome()
         for events, seconds in results:
             for event in events:
