@@ -147,16 +147,23 @@ def _http_client() -> httpx.Client:
 _in_flight_lock = Lock()
 _in_flight: dict[str, Event] = {}
 
-_pool_lock = Lock()
-_pool: tuple[int, ThreadPoolExecutor] | None = None
+# Two pools: the tokenize requests, and count_soon's jobs, which wait on such requests. A job
+# waiting on requests queued behind other jobs in one shared pool deadlocked it for good (four
+# jobs, four threads), and with it every caller of count_many: Daphne's accepts stopped.
+_pools_lock = Lock()
+_pools: dict[str, tuple[int, ThreadPoolExecutor]] = {}
 
 
-def _executor() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None or _pool[0] != os.getpid():
-            _pool = (os.getpid(), ThreadPoolExecutor(max_workers=COUNT_CONCURRENCY, thread_name_prefix="tokenize"))
-        return _pool[1]
+def _executor(name: str = "tokenize") -> ThreadPoolExecutor:
+    """ "tokenize": one request each, nothing else runs there; "count-ahead": count_soon's jobs."""
+    with _pools_lock:
+        pool = _pools.get(name)
+        if pool is None or pool[0] != os.getpid():  # a forked child needs its own threads
+            pool = _pools[name] = (
+                os.getpid(),
+                ThreadPoolExecutor(max_workers=COUNT_CONCURRENCY, thread_name_prefix=name),
+            )
+        return pool[1]
 
 
 def _server_counts(spec: EndpointSpec, texts: list[str]) -> list[int | None]:
@@ -272,7 +279,7 @@ def count_soon(spec: EndpointSpec | None, texts: Sequence[str]) -> None:
         done.set()
 
     try:
-        _executor().submit(count)
+        _executor("count-ahead").submit(count)
     except RuntimeError:  # the interpreter is shutting down
         settled()
 
