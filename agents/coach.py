@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
@@ -32,6 +31,7 @@ from agents.context import (
     reply_count_ahead,
     shared_budget,
 )
+from agents.db import db_call
 from agents.llm import breaker
 from agents.llm.client import EndpointSpec, StreamState, chat_stream
 from agents.llm.errors import LLMCircuitOpen, LLMError
@@ -525,7 +525,7 @@ async def _coach_run(turn_id: int, call: CoachCall | None, on_prepared: _Once, s
     if call is None:
         on_prepared()
         await degraded_notice_if_open(turn_id)
-        await database_sync_to_async(services.turn_canvas_after_coach)(turn_id=turn_id)
+        await db_call(services.turn_canvas_after_coach)(turn_id=turn_id)
         return
     if speculation is not None and speculation.call is call:
         state, started, stream, first_piece = (
@@ -541,19 +541,19 @@ async def _coach_run(turn_id: int, call: CoachCall | None, on_prepared: _Once, s
         # the model prepares its first token, which is then relayed at once.
         first_piece = asyncio.ensure_future(anext(stream))
     try:
-        await database_sync_to_async(coach_prefix_store)(call=call)
+        await db_call(coach_prefix_store)(call=call)
     except Exception:
         logger.exception("coach could not store the prefix of turn %s", turn_id)  # Shadow builds its own
     finally:
         on_prepared()
     try:
-        await database_sync_to_async(coach_record_start)(call=call)
+        await db_call(coach_record_start)(call=call)
     except BaseException as exc:
         first_piece.cancel()
         if not isinstance(exc, Exception):
             raise
         logger.exception("coach could not record its start on turn %s", turn_id)
-        await database_sync_to_async(services.turn_canvas_after_coach)(turn_id=turn_id)
+        await db_call(services.turn_canvas_after_coach)(turn_id=turn_id)
         return
     await degraded_notice_if_open(turn_id)  # after the request is out: it never delays Coach
     await coach_relay(call, state, pieces_from(first_piece, stream), started=started)
@@ -569,7 +569,7 @@ async def degraded_notice_if_open(turn_id: int) -> None:
     """An endpoint already failing fast: say so now, before the coachee waits for parts of the
     answer that cannot come."""
     try:
-        await database_sync_to_async(services.degraded_notice_if_open)(turn_id=turn_id)
+        await db_call(services.degraded_notice_if_open)(turn_id=turn_id)
     except Exception:
         logger.exception("degraded-mode check failed on turn %s", turn_id)
 
@@ -618,7 +618,7 @@ async def coach_relay(call: CoachCall, state: StreamState, pieces: AsyncIterator
                 await flush()
             if now - last_snapshot >= snapshot_s:
                 last_snapshot = now
-                await database_sync_to_async(coach_snapshot)(message_id=call.message_id, text=text)
+                await db_call(coach_snapshot)(message_id=call.message_id, text=text)
         await flush()
     except asyncio.CancelledError:
         status = MessageStatus.STOPPED
@@ -632,7 +632,5 @@ async def coach_relay(call: CoachCall, state: StreamState, pieces: AsyncIterator
         latency_ms = int((time.monotonic() - started) * 1000)
         # Shielded: a Stop (cancellation) must still leave a finished record behind.
         await asyncio.shield(
-            database_sync_to_async(coach_end)(
-                call=call, text=text, status=status, state=state, latency_ms=latency_ms, error=error
-            )
+            db_call(coach_end)(call=call, text=text, status=status, state=state, latency_ms=latency_ms, error=error)
         )

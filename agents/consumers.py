@@ -13,7 +13,6 @@ import time
 import unicodedata
 from typing import Any
 
-from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
@@ -21,6 +20,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from agents import context_ahead, services
 from agents.coach import Speculation, coach_accept, coach_run, coach_speculate
+from agents.db import db_call
 from agents.schemas import InboundFrame, PingFrame, ResumeFrame, StopFrame, UserMessageFrame
 
 logger = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ def _spawn(coro: Any) -> asyncio.Task[None]:
 async def _expire_after_deadline(turn_id: int, deadline: float) -> None:
     """The ASGI side of the watchdog: it still fires when no Celery worker is alive."""
     await asyncio.sleep(max(0.0, deadline - time.time()) + 1.5)
-    await database_sync_to_async(services.turn_expire)(turn_id=turn_id)
+    await db_call(services.turn_expire)(turn_id=turn_id)
 
 
 def _prefix_ready_soon(turn_id: int) -> None:
@@ -69,11 +69,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return
         session_id = int(self.scope["url_route"]["kwargs"]["session_id"])
         try:
-            await database_sync_to_async(services.session_for_user)(session_id=session_id, user_id=user.pk)
+            await db_call(services.session_for_user)(session_id=session_id, user_id=user.pk)
         except PermissionDenied:
             await self.refuse(CLOSE_FORBIDDEN)
             return
-        if not await database_sync_to_async(services.socket_open_allowed)(user_id=user.pk):
+        if not await db_call(services.socket_open_allowed)(user_id=user.pk):
             await self.refuse(CLOSE_TOO_MANY_SOCKETS)
             return
         self.user_id = user.pk
@@ -85,7 +85,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "session_id"):
-            await database_sync_to_async(services.socket_closed)(user_id=self.user_id)
+            await db_call(services.socket_closed)(user_id=self.user_id)
             await self.channel_layer.group_discard(services.session_group(self.session_id), self.channel_name)
             await self.channel_layer.group_discard(services.user_group(self.user_id), self.channel_name)
 
@@ -150,7 +150,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def accept_and_run(self, client_id: str, text: str, speculation: Speculation | None) -> bool:
         """Store the message and start Coach; True once coach_run owns the speculation."""
         try:
-            accepted = await database_sync_to_async(coach_accept)(
+            accepted = await db_call(coach_accept)(
                 session_id=self.session_id,
                 user_id=self.user_id,
                 client_id=client_id,
@@ -187,17 +187,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def on_resume(self, frame: ResumeFrame) -> None:
         after_seq = frame.after_seq
         while True:
-            events = await database_sync_to_async(services.events_after)(
-                session_id=self.session_id, after_seq=after_seq
-            )
+            events = await db_call(services.events_after)(session_id=self.session_id, after_seq=after_seq)
             for event in events:
                 await self.send_event(event)
             if len(events) < services.REPLAY_PAGE:
                 break
             after_seq = events[-1]["seq"]
-        for status in await database_sync_to_async(services.agent_statuses)(session_id=self.session_id):
+        for status in await db_call(services.agent_statuses)(session_id=self.session_id):
             await self.send_event(status)
-        streaming = await database_sync_to_async(services.streaming_coach_messages)(session_id=self.session_id)
+        streaming = await db_call(services.streaming_coach_messages)(session_id=self.session_id)
         for message in streaming:
             await self.send_event(
                 {
@@ -209,9 +207,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
             )
 
     async def on_stop(self) -> None:
-        turn_ids = await database_sync_to_async(services.running_turn_ids)(session_id=self.session_id)
+        turn_ids = await db_call(services.running_turn_ids)(session_id=self.session_id)
         for turn_id in turn_ids:
-            await database_sync_to_async(services.turn_stop)(turn_id=turn_id, user_id=self.user_id)
+            await db_call(services.turn_stop)(turn_id=turn_id, user_id=self.user_id)
             _cancel_coach(turn_id)
 
     # --- Session group events (type "coach.delta" → method coach_delta) --------------

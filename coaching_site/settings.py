@@ -276,6 +276,10 @@ COACHING_TURN_DEADLINE_S = env_float("COACHING_TURN_DEADLINE_S", 180.0)
 COACHING_COACH_DELTA_BATCH_MS = env_int("COACHING_COACH_DELTA_BATCH_MS", 40)
 # How often the partial Coach text is saved, so a reconnecting client gets what exists so far.
 COACHING_COACH_SNAPSHOT_S = env_float("COACHING_COACH_SNAPSHOT_S", 1.0)
+# Threads of a Daphne process for its database calls (agents/db.py): one call waiting on a lock
+# or a round trip no longer holds up every other coachee's. Each holds a pool connection while
+# it runs, so keep it well under DATABASE_POOL_MAX_SIZE.
+COACHING_DB_THREADS = env_int("COACHING_DB_THREADS", 8)
 # Transient LLM errors (timeouts, 429, 5xx) are retried this many times, with backoff.
 COACHING_LLM_MAX_RETRIES = env_int("COACHING_LLM_MAX_RETRIES", 2)
 COACHING_LLM_RETRY_BACKOFF_S = env_float("COACHING_LLM_RETRY_BACKOFF_S", 0.5)

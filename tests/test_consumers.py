@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from typing import Any
 
+import psycopg
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
@@ -13,9 +15,9 @@ from django.contrib.auth.models import AnonymousUser
 
 from agents import services
 from agents.consumers import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED, ChatConsumer
-from agents.models import AgentRun, Message, RunStatus, Turn
+from agents.models import AgentRun, CoachingSession, Message, RunStatus, Turn
 from agents.schemas import SERVER_EVENTS
-from tests.conftest import make_coachee, point_agents_at
+from tests.conftest import make_coachee, point_agents_at, stack_env
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_thread_connections")]
 
@@ -270,3 +272,45 @@ async def test_sockets_beyond_the_per_user_limit_are_refused(seeded_tx: None, se
     assert await fourth.receive_nothing(timeout=0.3)  # a slot was freed: accepted and open
     await fourth.disconnect()
     await second.disconnect()
+
+
+async def test_a_database_call_waiting_on_a_lock_holds_up_no_other_coachee(
+    seeded_tx: None, no_pipeline: list[int]
+) -> None:
+    """Alice's accept waits on her session's row (held elsewhere); Bob's is stored meanwhile.
+    On one database thread for the whole process (channels' default) Bob waited for Alice."""
+    alice, alice_session = await owned_session("alice")
+    bob, bob_session = await owned_session("bob")
+    alice_socket, bob_socket = communicator(alice, alice_session.pk), communicator(bob, bob_session.pk)
+    await alice_socket.connect()
+    await bob_socket.connect()
+    holder = await psycopg.AsyncConnection.connect(stack_env()["DATABASE_URL"])
+    try:
+        await holder.execute(
+            f"SELECT id FROM {CoachingSession._meta.db_table} WHERE id = %s FOR UPDATE",
+            [alice_session.pk],
+        )
+        await alice_socket.send_json_to({"type": "user.message", "client_id": "a-1", "text": "Hello"})
+        await until_waiting_on_a_lock(holder)
+        await bob_socket.send_json_to({"type": "user.message", "client_id": "b-1", "text": "Hi"})
+        assert (await bob_socket.receive_json_from(timeout=10))["type"] == "message.accepted"
+        assert await alice_socket.receive_nothing(timeout=0.2)  # still waiting
+        await holder.commit()
+        assert (await alice_socket.receive_json_from(timeout=10))["type"] == "message.accepted"
+    finally:
+        await holder.close()
+        await alice_socket.disconnect()
+        await bob_socket.disconnect()
+    assert len(no_pipeline) == 2
+
+
+async def until_waiting_on_a_lock(conn: psycopg.AsyncConnection[Any], timeout_s: float = 10) -> None:
+    for _ in range(int(timeout_s / 0.05)):
+        cursor = await conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        row = await cursor.fetchone()
+        if row is not None and row[0] > 0:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("no statement started waiting on the lock")
