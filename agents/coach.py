@@ -313,7 +313,7 @@ def coach_accept(
     *, session_id: int, user_id: int, client_id: str, text: str, speculation: Speculation | None = None
 ) -> Accepted:
     """The rate limit, turn_accept, queuing the canvas and Coach's preparation, in one call on
-    the database thread (each hop from the event loop to it and back cost about a millisecond
+    a database thread (each hop from the event loop to it and back cost about a millisecond
     before Coach's first token).
 
     The canvas is queued here, before Coach's preparation rather than beside it from another

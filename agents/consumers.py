@@ -54,7 +54,7 @@ def _prefix_ready_soon(turn_id: int) -> None:
 
 
 def _read_context_ahead_soon(session_id: int, reason: object) -> None:
-    # Off the event loop and off the database thread the next message's accept needs.
+    # Off the event loop and off the database threads the next message's accept needs.
     _spawn(asyncio.to_thread(context_ahead.read_ahead_once, session_id=session_id, reason=reason))
 
 
