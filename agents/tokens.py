@@ -147,38 +147,38 @@ def _http_client() -> httpx.Client:
 _in_flight_lock = Lock()
 _in_flight: dict[str, Event] = {}
 
-# Two pools: the tokenize requests, and count_soon's jobs, which wait on such requests. A job
-# waiting on requests queued behind other jobs in one shared pool deadlocked it for good (four
-# jobs, four threads), and with it every caller of count_many: Daphne's accepts stopped.
+# Two pools, and no task of either waits on a task of a pool: the tokenize requests a caller
+# waits on (count_many fans a turn's texts out there), and count_soon's jobs, which count their
+# texts one after another. When the jobs fanned out on the one shared pool, four of them held its
+# four threads waiting on requests queued behind them: a deadlock for good, and every later
+# count_many with it (Daphne's accepts stopped). Apart, a caller never queues behind counting ahead.
 _pools_lock = Lock()
 _pools: dict[str, tuple[int, ThreadPoolExecutor]] = {}
 
 
-def _executor(name: str = "tokenize") -> ThreadPoolExecutor:
-    """ "tokenize": one request each, nothing else runs there; "count-ahead": count_soon's jobs."""
+def _executor(name: str) -> ThreadPoolExecutor:
     with _pools_lock:
         pool = _pools.get(name)
         if pool is None or pool[0] != os.getpid():  # a forked child needs its own threads
-            pool = _pools[name] = (
-                os.getpid(),
-                ThreadPoolExecutor(max_workers=COUNT_CONCURRENCY, thread_name_prefix=name),
-            )
+            executor = ThreadPoolExecutor(max_workers=COUNT_CONCURRENCY, thread_name_prefix=name)
+            pool = _pools[name] = (os.getpid(), executor)
         return pool[1]
 
 
-def _server_counts(spec: EndpointSpec, texts: list[str]) -> list[int | None]:
-    """The server's counts of several texts, asked at once: a turn's new texts (its head, the
-    newest messages) cost one round trip instead of one each, before Coach's first token."""
+def _server_counts(spec: EndpointSpec, texts: list[str], *, at_once: bool = True) -> list[int | None]:
+    """The server's counts of several texts; `at_once`: asked together, so a turn's new texts
+    (its head, the newest messages) cost one round trip instead of one each, before Coach's
+    first token."""
     if not texts:
         return []
     if not _routes(spec, "") or not settings.COACHING_LLM_ALLOW_REQUESTS or cache.get(_down_key(spec)):
         return [None] * len(texts)
-    if len(texts) == 1:
-        return [_server_count(spec, texts[0])]
+    if len(texts) == 1 or not at_once:
+        return [_server_count(spec, text) for text in texts]
     if (spec.kind, spec.base_url) not in _working_route:
         # The first text finds which route this server answers (probed once), the rest go at once.
         return [_server_count(spec, texts[0]), *_server_counts(spec, texts[1:])]
-    return list(_executor().map(functools.partial(_server_count, spec), texts))
+    return list(_executor("tokenize").map(functools.partial(_server_count, spec), texts))
 
 
 def _server_count(spec: EndpointSpec, text: str) -> int | None:
@@ -206,7 +206,7 @@ def _server_count(spec: EndpointSpec, text: str) -> int | None:
 
 def count_many(spec: EndpointSpec | None, texts: Sequence[str]) -> list[int]:
     """Token counts of several texts, from the caches where possible (one cache round trip)."""
-    return _count_many(spec, texts, wait_in_flight=True)
+    return _count_many(spec, texts, ahead=False)
 
 
 def count_known(spec: EndpointSpec | None, texts: Sequence[str]) -> list[int]:
@@ -216,7 +216,8 @@ def count_known(spec: EndpointSpec | None, texts: Sequence[str]) -> list[int]:
     return [hit if (hit := _lru.get(_key(spec, t))) is not None else estimate_tokens(t) for t in texts]
 
 
-def _count_many(spec: EndpointSpec | None, texts: Sequence[str], *, wait_in_flight: bool) -> list[int]:
+def _count_many(spec: EndpointSpec | None, texts: Sequence[str], *, ahead: bool) -> list[int]:
+    """`ahead`: count_soon's job, which waits for no other count and asks for one text at a time."""
     if spec is None:
         return [estimate_tokens(t) for t in texts]
     counts: dict[int, int] = {}
@@ -232,13 +233,13 @@ def _count_many(spec: EndpointSpec | None, texts: Sequence[str], *, wait_in_flig
             if found.get(keys[i]) is not None:
                 counts[i] = int(found[keys[i]])
                 _lru.put(keys[i], counts[i])
-        if wait_in_flight and _wait_for_counts_in_flight([keys[i] for i in missing if i not in counts]):
+        if not ahead and _wait_for_counts_in_flight([keys[i] for i in missing if i not in counts]):
             for i in missing:
                 if i not in counts and (hit := _lru.get(keys[i])) is not None:
                     counts[i] = hit
         unknown = [i for i in missing if i not in counts]
         fresh: dict[str, int] = {}
-        for i, value in zip(unknown, _server_counts(spec, [texts[i] for i in unknown]), strict=True):
+        for i, value in zip(unknown, _server_counts(spec, [texts[i] for i in unknown], at_once=not ahead), strict=True):
             if value is None:
                 counts[i] = estimate_tokens(texts[i])  # not cached: the server may come back
                 continue
@@ -266,7 +267,7 @@ def count_soon(spec: EndpointSpec | None, texts: Sequence[str]) -> None:
 
     def count() -> None:
         try:
-            _count_many(spec, list(todo.values()), wait_in_flight=False)
+            _count_many(spec, list(todo.values()), ahead=True)
         except Exception:
             logger.warning("counting ahead failed on %s", spec.name, exc_info=True)
         finally:
