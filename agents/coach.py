@@ -368,13 +368,19 @@ class Speculation:
     call: CoachCall
     setup: TurnSetup
     copy: context_ahead.Copy  # claimed: its reserved ids are this request's
-    ids: tuple[int, int]  # (message id, turn id)
     text: str
     today: date
     state: StreamState
     stream: AsyncIterator[str]
     first_piece: asyncio.Future[str]
     started: float
+
+    @property
+    def ids(self) -> tuple[int, int]:
+        """(message id, turn id): the claimed copy's."""
+        if self.copy.reserved is None:  # claim gives no copy without them
+            raise ValueError("a speculation's copy holds its reserved ids")
+        return self.copy.reserved
 
     def prefix_if_current(self, context_version: int, setup: TurnSetup) -> SharedContext | None:
         """The request's prefix, for turn_accept to store with the turn, when the stamps it read
@@ -479,7 +485,6 @@ def coach_speculate(*, session_id: int, user_id: int, text: str) -> Speculation 
         call=call,
         setup=setup,
         copy=copy,
-        ids=(message_id, turn_id),
         text=text,
         today=now.date(),
         state=state,

@@ -124,4 +124,7 @@ def test_counting_ahead_never_starves_the_counts_it_waits_on(settings: Any, monk
     now.start()
     now.join(timeout=10)
     assert wanted == [[6, 8]]
-    assert tokens.count_many(endpoint, ["job 0 text 2"]) == [12]  # counted ahead, not estimated
+    # Every job's texts were counted by the server and kept (an estimate of 12 characters is 5).
+    counted_ahead = [f"job {job} text {i}" for job in range(tokens.COUNT_CONCURRENCY) for i in range(3)]
+    tokens._wait_for_counts_in_flight([tokens._key(endpoint, text) for text in counted_ahead])
+    assert tokens.count_known(endpoint, counted_ahead) == [12] * len(counted_ahead)
