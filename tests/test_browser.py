@@ -217,7 +217,8 @@ def test_model_output_is_shown_inert(context: BrowserContext, live_stack: LiveSt
     hostile = '<script>window.__pwned=1</script> <img src=x onerror="window.__pwned=2">'
     live_sim.configure(
         agents={
-            "coach": {"script": [f"Before {hostile} after."]},
+            # Every Coach call: a turn may call Coach twice (an early request the accept does not keep).
+            "coach": {"script": [f"Before {hostile} after."], "repeat_last": True},
             "synth": {"script": [{**PLAIN_SYNTH, "reply": f"A **bold** answer. {hostile}"}]},
         }
     )
