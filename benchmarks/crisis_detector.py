@@ -1,0 +1,87 @@
+"""What the crisis pre-gate costs at accept: `python -m benchmarks.crisis_detector`.
+
+Times `safety.assess` (every seeded pattern over each variant of the text, then the classifier
+over the message in pieces and over the session's last three coachee messages) for 4,000-
+character messages: ordinary prose, and the bad inputs accept must survive (random Unicode,
+mixed scripts, zero-width joiners, combining marks, one long word, repeated emoji). No database:
+the patterns are the ones the seed migrations install. Goal: p50 <= 20 ms, p99 <= 50 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "coaching_site.settings")
+
+import django
+
+django.setup()
+
+from agents import safety, safety_eval  # noqa: E402
+
+CHARS = 4000
+PROSE = (
+    "I had a long week at work and I want to talk about how I plan my mornings. "
+    "My manager asked me to lead the new project and I am not sure I have the time. "
+)
+
+
+def inputs() -> dict[str, str]:
+    rng = random.Random(14)
+    return {
+        "prose": (PROSE * 40)[:CHARS],
+        "random unicode": "".join(
+            chr(rng.choice([rng.randrange(0x20, 0xD7FF), rng.randrange(0xE000, 0xFFFD)])) for _ in range(CHARS)
+        ),
+        "mixed scripts": "".join(
+            rng.choice(["привет ", "hello ", "مرحبا ", "你好 ", "γειά ", "olá "]) for _ in range(800)
+        )[:CHARS],
+        "zero-width joiners": ("👩\u200d👩\u200d👧\u200d👦" * 600)[:CHARS],
+        "combining marks": (("a" + "\u0301\u0308\u0327" * 20) * 70)[:CHARS],
+        "one long word": "x" * CHARS,
+        "repeated emoji": "😭" * CHARS,
+        "crisis at the end": (PROSE * 40)[: CHARS - 40] + " and honestly I want to end my life",
+    }
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=200)
+    args = parser.parse_args()
+    patterns = safety_eval.seeded_patterns()
+    started = time.perf_counter()
+    safety.warm(patterns)
+    print(f"classifier ready in {(time.perf_counter() - started) * 1000:.0f} ms ({len(patterns)} patterns)")
+    history = [(PROSE * 10)[: safety.HISTORY_CHARS]] * safety.HISTORY_MESSAGES
+    print(f"| input ({CHARS} chars, 3 earlier messages) | p50 ms | p99 ms | max ms | fired |")
+    print("| --- | --- | --- | --- | --- |")
+    worst_p50 = worst_p99 = 0.0
+    for name, text in inputs().items():
+        timings = []
+        fired = None
+        for _ in range(args.runs):
+            t0 = time.perf_counter()
+            fired = safety.assess(text, patterns, history)
+            timings.append((time.perf_counter() - t0) * 1000)
+        p50, p99 = statistics.median(timings), percentile(timings, 0.99)
+        worst_p50, worst_p99 = max(worst_p50, p50), max(worst_p99, p99)
+        layer = fired.layer if fired else "-"
+        print(f"| {name} | {p50:.1f} | {p99:.1f} | {max(timings):.1f} | {layer} |")
+    verdict = "within" if worst_p50 <= 20 and worst_p99 <= 50 else "OVER"
+    print(f"worst p50 {worst_p50:.1f} ms, worst p99 {worst_p99:.1f} ms: {verdict} the 20/50 ms budget")
+
+
+if __name__ == "__main__":
+    main()

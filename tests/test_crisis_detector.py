@@ -1,0 +1,254 @@
+"""The crisis pre-gate's two layers measured on the evaluation set, the classifier's own
+behaviour (normalisation, session context, explanation, cache), and bad input at accept.
+
+The evaluation set (tests/data/crisis_eval_*.tsv) is apart from the training set
+(agents/safety_data/training.tsv); see the README for how each was made.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agents import crisis_model, safety, safety_eval, services
+from agents.models import CrisisPattern, Escalation, Message, Role, Turn
+from tests.conftest import make_coachee
+
+pytestmark = pytest.mark.django_db
+
+# The goal is recall 98 % and false positives 3 % in every language; these floors are what the
+# layers reach on the evaluation set today (README, "Crisis safety"), so a change that loses
+# ground fails here. Never met by editing the evaluation set.
+MIN_RECALL = 0.98
+MAX_FALSE_POSITIVES = 0.03
+MIN_RECALL_PER_LANGUAGE = 0.98
+MAX_FALSE_POSITIVES_PER_LANGUAGE = 0.05
+
+EVAL = safety_eval.load_eval_set()
+
+
+def _normalised(text: str) -> str:
+    return safety.normalise(text)
+
+
+def test_the_evaluation_set_is_big_enough_apart_from_training_and_varied() -> None:
+    counts = Counter((row.lang, row.label) for row in EVAL)
+    for lang in safety_eval.LANGUAGES:
+        assert counts[(lang, "crisis")] >= 60, lang
+        assert counts[(lang, "everyday")] >= 60, lang
+    categories = Counter(row.category for row in EVAL)
+    for category in ("ideation", "plan", "self_harm", "means", "eating", "abuse"):
+        assert categories[category] >= 30, category
+    for hard in ("idiom", "news", "medication", "fiction", "coach"):
+        assert categories[hard] >= 30, hard
+    _, _, training = crisis_model.read_training_data()
+    overlap = {_normalised(t) for t in training} & {_normalised(row.text) for row in EVAL}
+    assert overlap == set()
+
+
+def test_recall_and_false_positives_on_the_evaluation_set(seeded: None) -> None:
+    patterns = safety.active_crisis_patterns()  # as the migrations seed them
+    report = safety_eval.evaluate(EVAL, lambda text: safety.assess(text, patterns))
+    print("\n" + safety_eval.format_report(report))
+    print("missed: " + "; ".join(f"[{r.lang}/{r.category}] {r.text}" for r in report.missed))
+    print("flagged: " + "; ".join(f"[{r.lang}/{r.category}] {r.text}" for r in report.flagged))
+    assert report.recall["all"].rate >= MIN_RECALL
+    assert report.false_positives["all"].rate <= MAX_FALSE_POSITIVES
+    for lang in safety_eval.LANGUAGES:
+        assert report.recall[lang].rate >= MIN_RECALL_PER_LANGUAGE, lang
+        assert report.false_positives[lang].rate <= MAX_FALSE_POSITIVES_PER_LANGUAGE, lang
+
+
+@pytest.mark.parametrize(
+    ("written", "plain"),
+    [
+        ("s\u200bu\u200di\u2060cide", "suicide"),  # zero-width characters inside the word
+        ("Sélbstmörd", "selbstmord"),
+        ("k1ll mys3lf", "kill myself"),
+        ("e\u0301nd i\u0300t", "end it"),  # combining accents
+    ],
+)
+def test_normalisation_undoes_what_hides_a_word(written: str, plain: str) -> None:
+    assert safety.normalise(written) == plain
+
+
+def test_russian_in_either_script_reads_alike() -> None:
+    cyrillic = crisis_model.model_text("Я не хочу больше жить")
+    latin = crisis_model.model_text("ya ne khochu bol'she zhit'")
+    assert cyrillic == latin == "ia ne hochu bolshe zhit"
+
+
+def test_a_cyrillic_pattern_matches_transliterated_russian() -> None:
+    patterns = [(1, "ru", r"\bне хочу (больше )?жить\b", "suicide")]
+    assert safety.pregate("ne hochu bolshe zhit", patterns) is not None
+    assert safety.pregate("не хочу больше жить", patterns) is not None
+    assert safety.pregate("хочу больше жить", patterns) is None
+
+
+def test_a_keyword_does_not_count_in_news_but_a_first_person_phrase_does() -> None:
+    patterns = [(1, "en", r"\bsuicid", "suicide"), (2, "en", r"\bwant to die\b", "suicide")]
+    assert safety.pregate("An article about suicide rates among farmers", patterns) is None
+    assert safety.pregate("I read an article about suicide and I want to die", patterns) is not None
+    assert safety.pregate("I keep thinking about suicide", patterns) is not None
+
+
+def test_the_classifier_explains_itself() -> None:
+    hit = crisis_model.classify("i want to end my life tonight, i have decided")
+    assert hit is not None
+    assert hit.score >= crisis_model.THRESHOLD
+    assert hit.features
+    assert all(isinstance(f, str) for f in hit.features)
+    assert crisis_model.classify("can we plan my week so there is time for the gym") is None
+
+
+class _Scores:
+    """A detector with fixed scores by text, to check the decision rule itself."""
+
+    def __init__(self, scores: dict[str, crisis_model.Score]) -> None:
+        self.scores = scores
+
+    def score(self, text: str, *, explain: bool = True) -> crisis_model.Score:
+        return self.scores[text]
+
+
+def test_a_means_question_weighs_more_after_distress_earlier_in_the_session(monkeypatch: Any) -> None:
+    between = (crisis_model.THRESHOLD + crisis_model.THRESHOLD_AFTER_DISTRESS) / 2
+    fake = _Scores(
+        {
+            "which bridges are higher than 25 m": crisis_model.Score(between, "means", 0.7, ["bridg"]),
+            "i lost my job today": crisis_model.Score(0.1, "suicide", crisis_model.DISTRESS_IN_CONTEXT + 0.1),
+            "nice weather": crisis_model.Score(0.0, "suicide", 0.0),
+            "a vague worry": crisis_model.Score(between, "suicide", 0.7),
+        }
+    )
+    monkeypatch.setattr(crisis_model, "detector", lambda: fake)
+    assert crisis_model.classify("which bridges are higher than 25 m") is None
+    assert crisis_model.classify("which bridges are higher than 25 m", ["nice weather"]) is None
+    hit = crisis_model.classify("which bridges are higher than 25 m", ["nice weather", "i lost my job today"])
+    assert hit is not None
+    assert hit.category == "means"
+    assert hit.context > crisis_model.DISTRESS_IN_CONTEXT
+    # Context lowers the bar for questions about means or not eating/drinking, not for everything.
+    assert crisis_model.classify("a vague worry", ["i lost my job today"]) is None
+
+
+def test_the_session_history_reaches_the_detector(seeded: None, monkeypatch: Any) -> None:
+    seen: list[list[str] | None] = []
+    monkeypatch.setattr(crisis_model, "classify", lambda text, history=None: seen.append(history))
+    user, session = _session()
+    for index, text in enumerate(["first", "second", "third", "fourth", "fifth"]):
+        _accept(user, session, text, f"c-{index}")
+    assert seen[0] == []
+    assert seen[-1] == ["fourth", "third", "second"]  # the last three, newest first
+
+
+def test_the_fitted_model_is_cached_by_the_training_datas_hash(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setenv("COACHING_CACHE_DIR", str(tmp_path))
+    data = tmp_path / "training.tsv"
+    data.write_text(crisis_model.TRAINING_DATA.read_text(encoding="utf-8"), encoding="utf-8")
+    crisis_model.load_or_train(data)
+    cached = list((tmp_path / "crisis-model").glob("*.joblib"))
+    assert [p.stem for p in cached] == [crisis_model.training_digest(data)]
+    started = time.perf_counter()
+    crisis_model.load_or_train(data)  # from the cache
+    assert time.perf_counter() - started < 5
+    data.write_text(data.read_text(encoding="utf-8") + "en\tnone\tone more everyday line\n", encoding="utf-8")
+    crisis_model.load_or_train(data)
+    assert len(list((tmp_path / "crisis-model").glob("*.joblib"))) == 2
+
+
+# --- Accept: the layer that fired is recorded; bad input is stored, never an error ----------
+
+
+def _session(locale: str = "en") -> tuple[Any, Any]:
+    user = make_coachee(f"c-{random.randrange(10**9)}")
+    return user, services.session_start(user_id=user.pk, locale=locale)
+
+
+def _accept(user: Any, session: Any, text: str, client_id: str = "c-1") -> Turn:
+    result = services.turn_accept(session_id=session.pk, user_id=user.pk, client_id=client_id, text=text)
+    return Turn.objects.get(pk=result.turn_id)
+
+
+def test_the_turn_records_the_pattern_that_fired(seeded: None) -> None:
+    user, session = _session("pt")
+    turn = _accept(user, session, "não quero mais viver")
+    assert turn.escalation == Escalation.CRISIS
+    signal = turn.crisis_signal
+    assert signal is not None
+    assert signal["layer"] == "pattern"
+    pattern = CrisisPattern.objects.get(pk=signal["pattern_id"])
+    assert pattern.locale == "pt"
+    reply = turn.coach_message
+    assert reply is not None
+    assert reply.text == safety.crisis_reply("pt")
+
+
+def test_the_turn_records_the_classifier_when_no_pattern_fired(seeded: None) -> None:
+    CrisisPattern.objects.update(active=False)
+    user, session = _session()
+    turn = _accept(user, session, "i want to end my life tonight, i have decided")
+    assert turn.crisis_signal is not None
+    assert turn.crisis_signal["layer"] == "classifier"
+    assert turn.crisis_signal["score"] >= crisis_model.THRESHOLD
+    assert turn.crisis_signal["features"]
+    assert "classifier" in turn.flag_reason
+
+
+def test_abuse_is_refer_with_abuse_lines_unless_danger_is_immediate(seeded: None) -> None:
+    user, session = _session("de")
+    turn = _accept(user, session, "Ich habe Angst nach Hause zu gehen, er schlägt mich")
+    assert turn.crisis_signal is not None
+    assert turn.crisis_signal["category"] == "abuse"
+    assert turn.escalation == Escalation.REFER
+    assert turn.coach_message is not None
+    assert turn.coach_message.text == safety.crisis_reply("de", "abuse")
+    turn = _accept(user, session, "er steht mit einem Messer vor der Tür und schreit, er bringt mich um", "c-2")
+    assert turn.escalation == Escalation.CRISIS
+
+
+def _bad_inputs() -> list[str]:
+    rng = random.Random(14)
+    random_unicode = "".join(
+        chr(rng.choice([rng.randrange(0x20, 0xD7FF), rng.randrange(0xE000, 0xFFFD)])) for _ in range(4000)
+    )
+    mixed = "".join(rng.choice(["привет ", "hello ", "مرحبا ", "你好 ", "γειά ", "שלום "]) for _ in range(700))[:4000]
+    zwj = ("👩\u200d👩\u200d👧\u200d👦" * 600)[:4000]
+    combining = ("a" + "\u0301\u0308\u0327" * 20) * 60
+    long_word = "x" * 4000
+    emoji = "😭" * 4000
+    return [random_unicode, mixed, zwj, combining[:4000], long_word, emoji]
+
+
+@pytest.mark.parametrize("index", range(6))
+def test_bad_input_is_stored_with_no_error(seeded: None, index: int) -> None:
+    text = _bad_inputs()[index]
+    user, session = _session()
+    turn = _accept(user, session, text)
+    stored = Message.objects.get(pk=turn.user_message_id)
+    assert stored.text == text
+    assert stored.role == Role.USER
+
+
+def test_coaches_see_which_layer_fired_and_operators_see_each_numbers_source(seeded: None) -> None:
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+    from django.urls import reverse
+
+    from agents import review
+
+    user, session = _session("ru")
+    turn = _accept(user, session, "ya ne hochu bolshe zhit")
+    shown = review.session_review(session)
+    assert turn.crisis_signal is not None
+    assert f"pattern #{turn.crisis_signal['pattern_id']}" in shown.turns[0].crisis_signal
+    admin = get_user_model().objects.create_superuser("root", "root@example.org", "pw-for-tests-1")
+    client = Client()
+    client.force_login(admin)
+    page = client.get(reverse("admin:agents_crisisresource_changelist") + "?locale=ru")
+    assert b"https://telefon-doveria.ru" in page.content
