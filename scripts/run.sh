@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install everything and run the whole app: the model server, a Celery worker and Daphne.
-# First run: ~15 minutes (llama.cpp is compiled once); later runs start in seconds.
+# First run: ~10 minutes (vLLM's CPU build installed, the model converted and compiled, once);
+# later runs are up in about a minute.
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 
@@ -19,6 +20,7 @@ pids=()
 cleanup() {
   trap - EXIT INT TERM
   say "stopping"
+  [ -n "${llm_pgid:-}" ] && kill -- "-$llm_pgid" 2>/dev/null || true
   for pid in "${pids[@]}"; do
     children=$(pgrep -P "$pid" || true)  # a supervise loop's current process
     kill "$pid" 2>/dev/null || true
@@ -47,21 +49,24 @@ wait_http() {  # url, seconds, what
 }
 
 if [ -z "${COACHING_LLM_BASE_URL:-}" ]; then
-  ensure_embedded_llm
-  # A CPU model serves one request at a time: give each turn room to finish.
-  export COACHING_TURN_DEADLINE_S="${COACHING_TURN_DEADLINE_S:-600}"
-  say "starting the embedded model server (llama.cpp, SmolLM2-135M) on port $LLM_PORT"
-  "$PY" -m agents.llm.embedded --port "$LLM_PORT" >"$RUN_DIR/llm.log" 2>&1 &
+  ensure_engine
+  # The whole model on two CPU cores: a turn takes about a minute; give it room.
+  export COACHING_TURN_DEADLINE_S="${COACHING_TURN_DEADLINE_S:-300}"
+  say "starting the embedded model server (vLLM's CPU build, SmolLM2-135M) on port $LLM_PORT"
+  started_at=$(date +%s)
+  : >"$RUN_DIR/llm.log"
+  # Its own process group, so stopping it stops vLLM's engine and worker processes too.
+  setsid "$PY" -m agents.llm.embedded serve --port "$LLM_PORT" >>"$RUN_DIR/llm.log" 2>&1 &
   pids+=($!)
-  wait_http "http://127.0.0.1:$LLM_PORT/v1/models" 120 "The model server"
+  llm_pgid=$!
 fi
 
 say "migrating the database and collecting static files"
 "$PY" manage.py migrate --noinput >/dev/null
 "$PY" manage.py collectstatic --noinput >/dev/null
 if [ -z "${COACHING_LLM_BASE_URL:-}" ]; then
-  "$PY" manage.py endpoint_configure embedded --kind llamacpp --base-url "http://127.0.0.1:$LLM_PORT/v1" \
-    --model smollm2-135m-instruct --max-concurrency 1 --read-timeout 300 --agents all
+  "$PY" manage.py endpoint_configure embedded --kind vllm --base-url "http://127.0.0.1:$LLM_PORT/v1" \
+    --model smollm2-135m-instruct --max-concurrency 16 --read-timeout 300 --priority-scheduling --agents all
 else
   "$PY" manage.py endpoint_configure "${COACHING_LLM_NAME:-default}" --kind "${COACHING_LLM_KIND:-vllm}" \
     --base-url "$COACHING_LLM_BASE_URL" --model "${COACHING_LLM_MODEL:?set COACHING_LLM_MODEL to the served model id}" \
@@ -83,9 +88,17 @@ pids+=($!)
 
 say "starting Daphne on port $PORT"
 : >"$RUN_DIR/web.log"
-supervise "Daphne" "$RUN_DIR/web.log" "$VENV/bin/daphne" -b 127.0.0.1 -p "$PORT" coaching_site.asgi:application &
+# Daphne through coaching_site.serve: oversized or non-UTF-8 frames get a close code (1009/1007).
+supervise "Daphne" "$RUN_DIR/web.log" "$PY" -m coaching_site.serve -b 127.0.0.1 -p "$PORT" coaching_site.asgi:application &
 pids+=($!)
 wait_http "http://127.0.0.1:$PORT/healthz" 60 "Daphne"
+if [ -n "${llm_pgid:-}" ]; then
+  # vLLM compiles the model on its first start (~3 minutes on two cores), later starts take
+  # about a minute; the app is up meanwhile and turns wait for the model.
+  "$PY" -m agents.llm.embedded wait --url "http://127.0.0.1:$LLM_PORT" --log "$RUN_DIR/llm.log" --timeout 900 \
+    || die "the model server did not start; see .run/llm.log"
+  say "model server ready $(( $(date +%s) - started_at )) s after it was started"
+fi
 
 "$PY" manage.py seed_demo --base-url "http://127.0.0.1:$PORT"
 say "running; logs in .run/ (web.log, worker.log, beat.log, llm.log). Ctrl-C stops everything."

@@ -8,7 +8,7 @@ cd "$ROOT"
 ensure_postgres
 ensure_redis
 ensure_venv "$ROOT/requirements.txt" "$ROOT/requirements-dev.txt"
-ensure_embedded_llm
+ensure_engine
 ensure_chromium
 export DATABASE_URL="${DATABASE_URL:-postgres://postgres@localhost:5432/coaching}"
 export DJANGO_SETTINGS_MODULE=coaching_site.settings_test
