@@ -9,6 +9,7 @@ and texts length-limited, so the blackboard cannot grow without bound.
 import uuid
 from typing import Any
 
+from agents import quality
 from agents.schemas import EvidencedItem, ShadowOutput
 
 MAX_ITEMS = 30  # per list; oldest fall off first
@@ -47,6 +48,8 @@ def _accumulate(
 ) -> list[dict[str, Any]]:
     by_key = {_norm(item["text"]): item for item in items}
     for entry in found:
+        if not _norm(entry.text):
+            continue
         key = _norm(entry.text)
         if key in by_key:
             item = by_key[key]
@@ -78,38 +81,42 @@ def merge_shadow(
     agent: str = "shadow",
     prompt_version: int | None = None,
 ) -> dict[str, Any]:
-    """A new blackboard with Shadow's findings of one turn merged in (the input is untouched)."""
+    """A new blackboard with Shadow's findings of one turn merged in (the input is untouched).
+    A finding whose text is empty is not remembered (the quality gate empties refused ones), nor
+    an "unclear" pattern, which tells the coachee and the agents nothing."""
     provenance = _provenance(turn_id, agent, prompt_version)
     merged = {key: [dict(item) for item in data.get(key, [])] for key in empty()}
     merged["stated_goals"] = _accumulate(merged["stated_goals"], shadow.stated_goals, provenance=provenance, at=at)
     merged["revealed_priorities"] = _accumulate(
         merged["revealed_priorities"], shadow.revealed_priorities, provenance=provenance, at=at
     )
-    for prediction in merged["predictions"]:
-        if prediction["status"] == "open":
-            prediction["status"] = "superseded"
-    merged["predictions"].append(
-        {
-            **shadow.follow_through.model_dump(),
-            "id": _new_id(),
-            "made_at": at,
-            **provenance,
-            "status": "open",
-            "hidden": False,
-        }
-    )
-    merged["predictions"] = merged["predictions"][-MAX_ITEMS:]
-    merged["patterns"].append(
-        {
-            "id": _new_id(),
-            "pattern_class": shadow.pattern_class,
-            "confidence_pct": shadow.pattern_confidence_pct,
-            "at": at,
-            **provenance,
-            "hidden": False,
-        }
-    )
-    merged["patterns"] = merged["patterns"][-MAX_ITEMS:]
+    if _norm(shadow.follow_through.commitment):
+        for prediction in merged["predictions"]:
+            if prediction["status"] == "open":
+                prediction["status"] = "superseded"
+        merged["predictions"].append(
+            {
+                **shadow.follow_through.model_dump(),
+                "id": _new_id(),
+                "made_at": at,
+                **provenance,
+                "status": "open",
+                "hidden": False,
+            }
+        )
+        merged["predictions"] = merged["predictions"][-MAX_ITEMS:]
+    if shadow.pattern_class != "unclear":
+        merged["patterns"].append(
+            {
+                "id": _new_id(),
+                "pattern_class": shadow.pattern_class,
+                "confidence_pct": shadow.pattern_confidence_pct,
+                "at": at,
+                **provenance,
+                "hidden": False,
+            }
+        )
+        merged["patterns"] = merged["patterns"][-MAX_ITEMS:]
     validate(merged)
     return merged
 
@@ -181,6 +188,10 @@ def items_for_coachee(data: dict[str, Any] | None) -> list[dict[str, Any]]:
         for item in (data or {}).get(kind, []):
             if kind == "predictions" and item.get("status") == "superseded":
                 continue
+            if kind == "patterns" and item.get("pattern_class") == "unclear":
+                continue  # written before unclear patterns were left out: it says nothing
+            if quality.memory_findings(item_text(kind, item)):
+                continue  # written before the gate refused such text (markup, prompt talk)
             items.append(
                 {
                     "id": item.get("id", ""),

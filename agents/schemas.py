@@ -9,6 +9,9 @@ call and validation checks the same set through the `context` given to `model_va
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo
+from pydantic_core import PydanticCustomError
+
+from agents.text import unstorable_problem
 
 
 def _in_context(source: str) -> AfterValidator:
@@ -43,7 +46,10 @@ MessageRef = Annotated[
 ]
 Percent = Annotated[int, Field(ge=0, le=100)]
 OneToFive = Annotated[int, Field(ge=1, le=5)]
-ShortText = Annotated[str, Field(min_length=1, max_length=200)]
+# Limits sized for a small model (SmolLM2-135M loops inside strings and lists): the grammar closes a
+# string or list at its limit, and the answer's longest form fits the agent's max_tokens
+# (llm.schema.longest_answer_tokens; the operator form checks it).
+ShortText = Annotated[str, Field(min_length=1, max_length=100)]
 
 
 class AgentOutput(BaseModel):
@@ -67,7 +73,7 @@ PatternClass = Literal[
 class EvidencedItem(BaseModel):
     model_config = ConfigDict(extra="forbid")
     text: ShortText = Field(description="One short sentence.")
-    evidence: list[MessageRef] = Field(max_length=3, description="Ids of the coachee messages that show it.")
+    evidence: list[MessageRef] = Field(max_length=2, description="Ids of the coachee messages that show it.")
 
 
 class FollowThroughPrediction(BaseModel):
@@ -96,9 +102,9 @@ class PredictionResolution(BaseModel):
 
 
 class ShadowOutput(AgentOutput):
-    stated_goals: list[EvidencedItem] = Field(max_length=3, description="Goals the coachee says they have.")
+    stated_goals: list[EvidencedItem] = Field(max_length=2, description="Goals the coachee says they have.")
     revealed_priorities: list[EvidencedItem] = Field(
-        max_length=3, description="What their behaviour shows they actually prioritise."
+        max_length=2, description="What their behaviour shows they actually prioritise."
     )
     follow_through: FollowThroughPrediction
     pattern_class: PatternClass = Field(description="The behavioural pattern that fits best.")
@@ -106,7 +112,7 @@ class ShadowOutput(AgentOutput):
     # Only open predictions the coachee has now reported on; empty when none is offered.
     resolutions: list[PredictionResolution] = Field(
         default_factory=list,
-        max_length=5,
+        max_length=3,
         description="Open predictions from earlier sessions that the coachee's words settle, if any.",
         json_schema_extra={"x-empty-unless": "open_predictions"},
     )
@@ -144,9 +150,9 @@ class GoalFollowThrough(BaseModel):
 
 class PersonaOutput(AgentOutput):
     ocean: OceanProfile
-    recurring_goals: list[ShortText] = Field(max_length=3)
-    follow_through: list[GoalFollowThrough] = Field(max_length=3)
-    growth_edges: list[ShortText] = Field(max_length=3, description="Where the coachee can grow next.")
+    recurring_goals: list[ShortText] = Field(max_length=2)
+    follow_through: list[GoalFollowThrough] = Field(max_length=2)
+    growth_edges: list[ShortText] = Field(max_length=2, description="Where the coachee can grow next.")
 
 
 # --- Plasticity -------------------------------------------------------------------------
@@ -203,7 +209,7 @@ Signal = Literal["coach", "shadow", "persona", "plasticity", "stability"]
 
 
 class SynthOutput(AgentOutput):
-    reply: Annotated[str, Field(min_length=1, max_length=2000)] = Field(
+    reply: Annotated[str, Field(min_length=1, max_length=1200)] = Field(
         description="The full reply to the coachee, in Markdown."
     )
     moves_used: list[MoveKey] = Field(max_length=3)
@@ -281,10 +287,22 @@ class ClientFrame(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+# A frame's text is refused when the database cannot store it (agents/text.py), with its own
+# error type: the socket answers `error {code: "unstorable_text"}` before anything is written.
+UNSTORABLE_TEXT = "unstorable_text"
+
+
+def _storable(value: str) -> str:
+    problem = unstorable_problem(value)
+    if problem is not None:
+        raise PydanticCustomError(UNSTORABLE_TEXT, "The text {problem}.", {"problem": problem})
+    return value
+
+
 class UserMessageFrame(ClientFrame):
     type: Literal["user.message"]
     client_id: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
-    text: Annotated[str, Field(min_length=1)]
+    text: Annotated[str, Field(min_length=1), AfterValidator(_storable)]
 
 
 # The largest integer JavaScript represents exactly; far below PostgreSQL's bigint limit, which an
@@ -400,7 +418,10 @@ class SafetyNoticeEvent(ServerEvent):
     seq: int
     turn_id: int
     level: Literal["refer", "crisis"]
+    category: Literal["suicide", "self_harm", "means", "eating", "abuse"] = "suicide"
     resources: list[CrisisResourceItem]
+    title: str = ""  # the card's heading and footer, in the coachee's language
+    footer: str = ""
 
 
 class ServiceDegradedEvent(ServerEvent):

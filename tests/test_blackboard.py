@@ -192,7 +192,7 @@ def test_render_shows_goals_priorities_the_open_prediction_and_recent_patterns()
         turn_id=2,
         at=DAY2,
     )
-    for pattern in ("overcommitment", "unclear"):
+    for pattern in ("overcommitment", "procrastination"):
         data = blackboard.merge_shadow(data, shadow(pattern=pattern, commitment="Run Friday"), turn_id=3, at=DAY3)
     assert blackboard.render(data).splitlines() == [
         "Stated goals:",
@@ -200,7 +200,7 @@ def test_render_shows_goals_priorities_the_open_prediction_and_recent_patterns()
         "Revealed priorities:",
         "- Work first (seen 1x)",
         "Open prediction: Run Friday - 40% within 7 days",
-        "Recent patterns: perfectionism (60%), overcommitment (60%), unclear (60%)",
+        "Recent patterns: perfectionism (60%), overcommitment (60%), procrastination (60%)",
     ]
 
 

@@ -13,9 +13,12 @@ from pydantic import BaseModel, Field, ValidationError
 from agents.llm.schema import (
     ENUM_SOURCE_KEY,
     MAX_RANGE_AS_ENUM,
+    TOKENS_PER_CHAR,
+    answer_token_bound,
     base_schema,
     extra_body_for,
     json_schema_for,
+    longest_json,
     response_format_for,
 )
 from agents.llm.simulator import SchemaFaker
@@ -27,6 +30,7 @@ from agents.schemas import (
     StabilityOutput,
     SynthOutput,
 )
+from tests.schema_support import compact, longest_example
 
 MOVES = ["open_question", "tiny_next_step", "direct_challenge"]
 ENUMS: dict[str, list[Any]] = {
@@ -338,3 +342,54 @@ def test_extra_body_sends_the_thinking_switch_only_to_vllm() -> None:
     assert extra_body_for("vllm", thinking=False) == {"chat_template_kwargs": {"enable_thinking": False}}
     assert extra_body_for("llamacpp", thinking=True) == {}
     assert extra_body_for("openai", thinking=True) == {}
+
+
+# --- The longest answer a schema admits -------------------------------------------------------------
+
+BOUND_ENUMS: dict[str, list[Any]] = {
+    "moves": ["reflect_feelings", "accountability_checkin"],
+    "blocked_moves": ["accountability_checkin"],
+    "message_ids": [7, 123456],
+    "open_predictions": [42],
+    "question_ids": list(range(12)),
+}
+
+
+@pytest.mark.parametrize("agent", sorted(OUTPUT_SCHEMAS))
+def test_longest_json_is_the_length_of_the_longest_valid_answer(agent: str) -> None:
+    """Built as a document (every list full, every string at its limit), the longest answer is valid
+    and exactly as long as the bound says: the bound is neither loose nor short."""
+    schema = json_schema_for(OUTPUT_SCHEMAS[agent], BOUND_ENUMS)
+    example = longest_example(schema, filler="abc")
+    context = {key: set(values) for key, values in BOUND_ENUMS.items()}
+    OUTPUT_SCHEMAS[agent].model_validate(example, context=context)
+    assert len(compact(example)) == longest_json(schema)
+
+
+def test_a_string_or_list_without_a_limit_has_no_longest_form() -> None:
+    class Open(BaseModel):
+        notes: list[Annotated[str, Field(max_length=10)]]
+
+    with pytest.raises(ValueError, match="maxItems"):
+        longest_json(base_schema(Open))
+
+
+def test_the_token_bound_counts_content_at_the_costly_rate_and_structure_at_half() -> None:
+    class One(BaseModel):
+        text: Annotated[str, Field(max_length=100)]
+
+    schema = base_schema(One)
+    structure = len('{"text":""}')
+    assert longest_json(schema) == structure + 100
+    assert answer_token_bound(One, move_keys=[]) == int(structure / 2 + 100 * TOKENS_PER_CHAR) + 1
+
+
+@pytest.mark.django_db
+def test_every_seeded_budget_fits_its_agents_longest_answer() -> None:
+    from agents.models import AgentConfig, CoachingMove
+
+    keys = list(CoachingMove.objects.values_list("key", flat=True))
+    budgets = dict(AgentConfig.objects.filter(agent__in=OUTPUT_SCHEMAS).values_list("agent", "max_tokens"))
+    assert set(budgets) == set(OUTPUT_SCHEMAS)
+    for agent, budget in budgets.items():
+        assert budget >= answer_token_bound(OUTPUT_SCHEMAS[agent], move_keys=keys), agent

@@ -2,6 +2,7 @@
 
 import copy
 import functools
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -126,8 +127,117 @@ def response_format_for(kind: str, name: str, schema: dict[str, Any]) -> dict[st
     return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
 
 
-def extra_body_for(kind: str, *, thinking: bool) -> dict[str, Any]:
-    """Server-specific request fields: Qwen3's thinking switch goes through the chat template."""
-    if kind == "vllm":
-        return {"chat_template_kwargs": {"enable_thinking": thinking}}
-    return {}
+# vLLM serves lower numbers first (--scheduling-policy priority): Coach's streamed reply is what
+# the coachee waits on; Synth and its critic end the turn; Shadow and the trio can wait.
+AGENT_PRIORITY = {"coach": 0, "synth": 5, "critic": 5}
+BACKGROUND_PRIORITY = 10
+
+
+def extra_body_for(kind: str, *, thinking: bool, priority_of: str | None = None) -> dict[str, Any]:
+    """Server-specific request fields: Qwen3's thinking switch goes through the chat template;
+    `priority_of` (an agent) asks a priority-scheduling vLLM to order the request by its role."""
+    if kind != "vllm":
+        return {}
+    body: dict[str, Any] = {"chat_template_kwargs": {"enable_thinking": thinking}}
+    if priority_of is not None:
+        body["priority"] = AGENT_PRIORITY.get(priority_of, BACKGROUND_PRIORITY)
+    return body
+
+
+# --- The longest answer a schema allows -----------------------------------------------------------
+# With the grammar enforcing maxLength and maxItems (vLLM's xgrammar does, no whitespace between
+# tokens), an answer cannot grow past this bound, so a max_tokens at or above it never cuts one off:
+# a small model looping inside a string is closed at the limit instead of running out of tokens.
+
+# Tokens per character of string content with SmolLM2's tokenizer, for ordinary text in the costliest
+# of the six languages: measured on /tokenize, en 0.22, fr 0.33, es 0.35, pt 0.34, de 0.38, ru 0.74
+# (tests/test_embedded_model.py checks the bound holds); 0.8 leaves a margin over Russian.
+TOKENS_PER_CHAR = 0.8
+# A value whose enum is filled at call time (message ids, move keys) and is not known here.
+UNKNOWN_ENUM_CHARS = 40
+
+
+def longest_json(schema: dict[str, Any]) -> int:
+    """Characters of the longest compact JSON document `schema` admits (strings at their maxLength)."""
+    defs = schema.get("$defs", {})
+
+    def size(node: dict[str, Any]) -> tuple[int, int]:  # (structure chars, string-content chars)
+        if "$ref" in node:
+            return size(defs[node["$ref"].rsplit("/", 1)[-1]])
+        for key in ("anyOf", "oneOf"):
+            if key in node:
+                return max((size(option) for option in node[key]), key=sum)
+        if "enum" in node or "const" in node:
+            values = node.get("enum", [node.get("const")])
+            longest = max((len(json.dumps(v, ensure_ascii=False)) for v in values), default=UNKNOWN_ENUM_CHARS)
+            return longest, 0
+        kind = node.get("type")
+        if kind == "object":
+            properties = node.get("properties", {})
+            structure, content = 2 + max(0, len(properties) - 1), 0  # {} and the commas
+            for name, prop in properties.items():
+                s, c = size(prop)
+                structure += len(json.dumps(name)) + 1 + s  # "name":value
+                content += c
+            return structure, content
+        if kind == "array":
+            if "maxItems" not in node:
+                raise ValueError("an array without maxItems has no longest form")
+            s, c = size(node.get("items", {}))
+            count = int(node["maxItems"])
+            return 2 + max(0, count - 1) + count * s, count * c
+        if kind == "string":
+            if "maxLength" not in node:
+                raise ValueError("a string without maxLength has no longest form")
+            return 2, int(node["maxLength"])
+        if kind == "integer":
+            return max(len(str(node.get("minimum", -(10**9)))), len(str(node.get("maximum", 10**9)))), 0
+        if kind == "boolean":
+            return 5, 0
+        if kind == "null":
+            return 4, 0
+        if "x-enum-source" in node:
+            return UNKNOWN_ENUM_CHARS, 0
+        raise ValueError(f"no longest form for {node!r}")
+
+    structure, content = size(schema)
+    return structure + content
+
+
+def longest_answer_tokens(schema: dict[str, Any]) -> int:
+    """A bound on the tokens of the longest answer: JSON structure at about one token per two
+    characters, string content at TOKENS_PER_CHAR."""
+    structure = longest_json(_without_string_content(copy.deepcopy(schema)))
+    content = longest_json(schema) - structure
+    return int(structure / 2 + content * TOKENS_PER_CHAR) + 1
+
+
+def _without_string_content(node: Any) -> Any:
+    if isinstance(node, dict):
+        if node.get("type") == "string" and "enum" not in node:
+            node["maxLength"] = 0
+        for value in node.values():
+            _without_string_content(value)
+    elif isinstance(node, list):
+        for item in node:
+            _without_string_content(item)
+    return node
+
+
+# The numeric ids an answer may cite (messages, predictions, questions), at their widest.
+WIDEST_ID = 999_999_999
+
+
+def answer_token_bound(model: type[BaseModel], *, move_keys: Sequence[str]) -> int:
+    """The longest answer `model` admits, in tokens, with the catalog's move keys: the least
+    max_tokens that never cuts one off."""
+    ids: list[Any] = [WIDEST_ID]
+    keys: list[Any] = list(move_keys) or ["x" * UNKNOWN_ENUM_CHARS]
+    enums: dict[str, list[Any]] = {
+        "moves": keys,
+        "blocked_moves": keys,
+        "message_ids": ids,
+        "open_predictions": ids,
+        "question_ids": ids,
+    }
+    return longest_answer_tokens(json_schema_for(model, enums))

@@ -1,0 +1,260 @@
+"""The quality gate on what a coachee reads: Synth's reply regenerated once with the failures named,
+then an honest fallback in the coachee's language; Coach's reply held where risks are known and
+withdrawn when it fails; every finding recorded for the operators."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from agents import blackboard, pipeline, reply_gate, services, turn_cache
+from agents.llm.schema import AGENT_PRIORITY, BACKGROUND_PRIORITY, extra_body_for
+from agents.llm.simulator import SimulatorServer
+from agents.models import AgentRun, BlackboardVersion, Message, MessageStatus, ModelEndpoint, QualityFinding, Role, Turn
+from agents.services import session_start
+from tests.conftest import CLEAN_CRITIC, ChatClient, LiveStack, login_cookie, make_coachee
+
+pytestmark = pytest.mark.timeout(120)
+
+# What the 135M model wrote in the trial: talk about the machinery, then a JSON fragment.
+META_JUNK = "The answer is a JSON with the requested key. The response was: {json}."
+JSON_JUNK = '{ "json": { "message": 12 } }'
+GOOD = "One small step could help: what would a ten-minute run tomorrow morning look like for you?"
+
+
+def synth(reply: str) -> dict[str, Any]:
+    return {"reply": reply, "moves_used": [], "signals_used": [], "signals_missing": []}
+
+
+def synth_replies(turn: Turn) -> list[str]:
+    return list(Message.objects.filter(session_id=turn.session_id, role=Role.SYNTH).values_list("text", flat=True))
+
+
+def script_synth(sim: SimulatorServer, *replies: str) -> None:
+    sim.configure(
+        agents={
+            "synth": {"script": [synth(r) for r in replies], "repeat_last": True},
+            "critic": {"script": [CLEAN_CRITIC], "repeat_last": True},
+        }
+    )
+
+
+# --- Synth, before delivery ------------------------------------------------------------------------
+
+
+def test_junk_twice_gives_the_fallback_and_flags_the_turn(turn: Turn, sim: SimulatorServer) -> None:
+    script_synth(sim, META_JUNK, JSON_JUNK)
+    assert pipeline.synth_step(turn_id=turn.pk) == "delivered"
+    turn.refresh_from_db()
+    assert synth_replies(turn) == [services.FALLBACK_REPLY]
+    assert turn.flagged
+    assert turn.flag_reason.startswith("quality gate: ")
+    assert turn.degraded
+    # The second round was told what was wrong with the first.
+    retry = AgentRun.objects.get(turn=turn, agent="synth", round=2)
+    assert retry.extra_instructions.startswith("Your previous reply was rejected: ")
+    assert "meta_talk" in retry.extra_instructions
+    found = set(QualityFinding.objects.filter(turn=turn).values_list("surface", "check_name", "action", "round"))
+    assert ("synth", "meta_talk", "regenerated", 1) in found
+    assert ("synth", "structured", "fallback", 2) in found
+
+
+def test_junk_then_a_good_reply_delivers_the_good_one(turn: Turn, sim: SimulatorServer) -> None:
+    script_synth(sim, META_JUNK, GOOD)
+    assert pipeline.synth_step(turn_id=turn.pk) == "delivered"
+    turn.refresh_from_db()
+    assert synth_replies(turn) == [GOOD]
+    result = turn.critic_result or {}
+    assert result["round_1"]["passed"] is False
+    assert result["round_2"]["passed"] is True
+    assert set(QualityFinding.objects.filter(turn=turn).values_list("action", flat=True)) == {"regenerated"}
+
+
+def test_a_reply_that_echoes_its_prompt_is_not_delivered(turn: Turn, sim: SimulatorServer) -> None:
+    # A line of Synth's own instructions, as the small model echoed them in the trial.
+    prompt_line = "Moves you must not use with this coachee right now: none. Write the full reply now."
+    script_synth(sim, prompt_line + " " + prompt_line)
+    pipeline.synth_step(turn_id=turn.pk)
+    assert synth_replies(turn) == [services.FALLBACK_REPLY]
+
+
+@pytest.mark.django_db
+def test_the_fallback_is_in_the_coachees_language(seeded: None, sim: SimulatorServer, monkeypatch: Any) -> None:
+    from tests.conftest import point_agents_at
+
+    monkeypatch.setattr(services, "_start_pipeline", lambda turn_id: None)
+    point_agents_at(sim.base_url)
+    sim.configure(default={"ttft_ms": 0, "tokens_per_s": 0})
+    user = make_coachee()
+    session = services.session_start(user_id=user.pk)
+    text = "Ich wollte diese Woche dreimal laufen gehen, aber die Arbeit kommt mir ständig dazwischen."
+    accepted = services.turn_accept(session_id=session.pk, user_id=user.pk, client_id="de-1", text=text)
+    turn = pipeline.load_turn(accepted.turn_id)
+    script_synth(sim, GOOD)  # English to a German coachee: wrong language, twice
+    pipeline.synth_step(turn_id=turn.pk)
+    assert synth_replies(turn) == [reply_gate.FALLBACK_REPLIES["de"]]
+    assert QualityFinding.objects.filter(turn=turn, check_name="language").count() == 2
+
+
+# --- Priority on vLLM --------------------------------------------------------------------------------
+
+
+def test_priority_is_sent_only_where_asked_and_only_to_vllm() -> None:
+    assert extra_body_for("vllm", thinking=False, priority_of="coach")["priority"] == AGENT_PRIORITY["coach"]
+    assert extra_body_for("vllm", thinking=False, priority_of="shadow")["priority"] == BACKGROUND_PRIORITY
+    assert "priority" not in extra_body_for("vllm", thinking=False)
+    assert extra_body_for("openai", thinking=False, priority_of="coach") == {}
+    assert AGENT_PRIORITY["coach"] < AGENT_PRIORITY["synth"] < BACKGROUND_PRIORITY
+
+
+# --- Coach, over the live stack -------------------------------------------------------------------
+
+BLOCKING_STABILITY = {
+    "risks": [{"description": "Strain", "severity": 4, "detectability": 3, "reversibility": 2}],
+    "blocked_moves": ["direct_challenge"],
+    "escalation": "monitor",
+    "rationale": "Pressure would not help now.",
+}
+
+
+async def two_turns(stack: LiveStack, second_text: str) -> tuple[Any, list[dict[str, Any]]]:
+    """A first turn on which Stability blocks a direct challenge, then a second turn; the second
+    turn's events."""
+    user = await sync_to_async(make_coachee)()
+    session = await sync_to_async(session_start)(user_id=user.pk)
+    cookie = await sync_to_async(login_cookie)("coachee", "pw-for-tests-1")
+    async with ChatClient(stack, session, cookie) as chat:
+        await chat.send({"type": "user.message", "client_id": "t-1", "text": "I keep skipping my evening runs."})
+        await chat.until(lambda e: e["type"] == "turn.done", timeout_s=60)
+        seen = len(chat.events)
+        await chat.send({"type": "user.message", "client_id": "t-2", "text": second_text})
+        await chat.until(lambda e: e["type"] == "turn.done" and len(chat.events) > seen, timeout_s=60)
+        return session, chat.events[seen:]
+
+
+def coach_config(sim: SimulatorServer, *replies: str) -> None:
+    sim.configure(
+        agents={
+            "coach": {"script": list(replies), "repeat_last": True},
+            "stability": {"script": [BLOCKING_STABILITY], "repeat_last": True},
+            "synth": {"script": [synth(GOOD)], "repeat_last": True},
+            "critic": {"script": [CLEAN_CRITIC], "repeat_last": True},
+        }
+    )
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("close_thread_connections")
+async def test_coach_junk_is_withdrawn_and_the_full_answer_stands(live_stack: LiveStack, live_sim: Any) -> None:
+    live_sim.configure(
+        agents={
+            "coach": {"script": [META_JUNK], "repeat_last": True},
+            "synth": {"script": [synth(GOOD)], "repeat_last": True},
+        }
+    )
+    user = await sync_to_async(make_coachee)()
+    session = await sync_to_async(session_start)(user_id=user.pk)
+    cookie = await sync_to_async(login_cookie)("coachee", "pw-for-tests-1")
+    async with ChatClient(live_stack, session, cookie) as chat:
+        await chat.send({"type": "user.message", "client_id": "j-1", "text": "I keep skipping my evening runs."})
+        await chat.until(lambda e: e["type"] == "turn.done", timeout_s=60)
+    done = next(e for e in chat.events if e["type"] == "coach.done")
+    assert done["status"] == MessageStatus.WITHDRAWN
+    assert done["text"] == reply_gate.WITHDRAWN_NOTICE
+    assert next(e for e in chat.events if e["type"] == "synth.done")["text"] == GOOD
+
+    def stored() -> tuple[Message | None, AgentRun, Turn, list[str]]:
+        turn = Turn.objects.select_related("coach_message").get(session=session)
+        run = AgentRun.objects.get(turn=turn, agent="coach")
+        checks = list(QualityFinding.objects.filter(turn=turn, surface="coach").values_list("check_name", flat=True))
+        return turn.coach_message, run, turn, checks
+
+    message, run, turn, checks = await sync_to_async(stored)()
+    assert message is not None
+    assert message.status == MessageStatus.WITHDRAWN
+    assert message.text == reply_gate.WITHDRAWN_NOTICE
+    assert run.raw_output == META_JUNK  # kept for the review
+    assert turn.flagged
+    assert "coach reply withdrawn" in turn.flag_reason
+    assert "meta_talk" in checks
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("close_thread_connections")
+async def test_with_a_move_blocked_coach_is_held_until_checked(live_stack: LiveStack, live_sim: Any) -> None:
+    reply = "That sounds like a tiring week. What made the evenings hard?"
+    coach_config(live_sim, reply)
+    _, events = await two_turns(live_stack, "Today I skipped it again.")
+    types = [e["type"] for e in events]
+    assert "coach.delta" not in types  # nothing streamed unchecked
+    done = next(e for e in events if e["type"] == "coach.done")
+    assert (done["text"], done["status"]) == (reply, MessageStatus.COMPLETE)
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("close_thread_connections")
+async def test_a_held_coach_reply_using_a_blocked_move_never_reaches_the_coachee(
+    live_stack: LiveStack, live_sim: Any
+) -> None:
+    coach_config(live_sim, "No excuses this time: you run tonight, whatever happens.")
+    session, events = await two_turns(live_stack, "Today I skipped it again.")
+    assert "coach.delta" not in [e["type"] for e in events]
+    done = next(e for e in events if e["type"] == "coach.done")
+    assert done["status"] == MessageStatus.WITHDRAWN
+    assert "excuses" not in done["text"].lower()
+    checks = await sync_to_async(
+        lambda: set(
+            QualityFinding.objects.filter(turn__session=session, surface="coach").values_list("check_name", flat=True)
+        )
+    )()
+    assert "blocked_move" in checks
+
+
+@pytest.mark.django_db
+def test_priority_scheduling_endpoints_get_coach_first(turn: Turn, sim: SimulatorServer) -> None:
+    ModelEndpoint.objects.filter(name="test").update(priority_scheduling=True)
+    turn_cache.clear()  # the turn's setup was read before the change
+    script_synth(sim, GOOD)
+    pipeline.synth_step(turn_id=turn.pk)
+    assert [c["priority"] for c in sim.calls(agent="synth")] == [AGENT_PRIORITY["synth"]]
+
+
+# --- The blackboard (what the memory page shows) ------------------------------------------------------
+
+
+def shadow_with(goals: list[str], commitment: str, pattern: str = "avoidance") -> dict[str, Any]:
+    return {
+        "stated_goals": [{"text": g, "evidence": []} for g in goals],
+        "revealed_priorities": [],
+        "follow_through": {"commitment": commitment, "probability_pct": 40, "horizon_days": 7, "rationale": "Busy."},
+        "pattern_class": pattern,
+        "pattern_confidence_pct": 0,
+    }
+
+
+def test_a_blackboard_write_that_echoes_markup_or_the_system_is_refused(turn: Turn, sim: SimulatorServer) -> None:
+    junk_goal = "} } What the system remembers: <<<data"
+    sim.configure(
+        agents={"shadow": {"script": [shadow_with(["Run three times a week", junk_goal], "The JSON says: {json}")]}}
+    )
+    assert pipeline.shadow_step(turn_id=turn.pk) == "succeeded"
+    data = BlackboardVersion.objects.get(source_turn=turn).data
+    assert [g["text"] for g in data["stated_goals"]] == ["Run three times a week"]
+    assert data["predictions"] == []  # the commitment was junk
+    refused = QualityFinding.objects.filter(turn=turn, surface="blackboard", action="refused")
+    assert refused.count() >= 2
+    shown = {item["text"] for item in blackboard.items_for_coachee(data)}
+    assert shown == {"Run three times a week", "avoidance (0% confident)"}
+
+
+def test_an_unclear_pattern_is_not_remembered(turn: Turn, sim: SimulatorServer) -> None:
+    sim.configure(agents={"shadow": {"script": [shadow_with(["Sleep before midnight"], "Bed by 23:30", "unclear")]}})
+    pipeline.shadow_step(turn_id=turn.pk)
+    data = BlackboardVersion.objects.get(source_turn=turn).data
+    assert data["patterns"] == []
+    assert [p["commitment"] for p in data["predictions"]] == ["Bed by 23:30"]
