@@ -15,6 +15,7 @@ from django.core.checks import Error, register
 from django.db import DatabaseError, connection
 from django.db.migrations.executor import MigrationExecutor
 
+from agents.llm.keys import api_key_env_problem
 from agents.models import Agent, AgentConfig, ModelEndpoint, PromptStatus, PromptVersion
 from agents.prompts import PLACEHOLDERS, placeholders_in
 
@@ -54,6 +55,10 @@ def endpoint_problem(endpoint: ModelEndpoint | None) -> str | None:
         return f"uses endpoint {endpoint.name}, which has {problem}"
     if not endpoint.model_id.strip():
         return f"uses endpoint {endpoint.name}, which names no model"
+    key_problem = api_key_env_problem(endpoint.api_key_env)
+    if key_problem is not None:
+        # Its calls would fail at call time (the client refuses to send the key).
+        return f"uses endpoint {endpoint.name}, whose API-key variable is refused: {key_problem}"
     return None
 
 

@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from agents import context_ahead, safety, selectors, services, tokens, turn_cache
+from agents import context_ahead, quality, reply_gate, safety, selectors, services, tokens, turn_cache
 from agents.context import (
     SharedContext,
     agent_messages,
@@ -41,6 +41,7 @@ from agents.models import (
     AgentRun,
     Message,
     MessageStatus,
+    QualityFinding,
     Role,
     RunStatus,
     Turn,
@@ -86,6 +87,11 @@ class CoachCall:
     turn: Turn  # as coach_prepare read it (read-only)
     # The endpoint's breaker, asked in coach_prepare's thread (no thread hop before the request).
     circuit_open: LLMCircuitOpen | None
+    blocked_moves: list[str] = dataclasses.field(default_factory=list)  # blocked on the previous turn
+    # Set by coach_gate_prepare: what the reply is checked against, and whether it is held back
+    # (not streamed) until it passes, because this coachee has known risks.
+    expect: quality.Expectations = dataclasses.field(default_factory=quality.Expectations)
+    hold: bool = False
     # Set by coach_record_start, once the reply's message and run exist.
     message_id: int = 0
     run_id: int = 0
@@ -143,14 +149,14 @@ def coach_prepare(*, turn_id: int, speculation: Speculation | None = None) -> Co
         call = speculation.call
         call.turn, call.deadline = turn, turn.deadline_at.timestamp()
         call.prefix_built = False  # stored with the turn
-        return call
+        return coach_gate_prepare(call, setup)
     stored = stored_shared_context(turn)
     shared = stored or shared_context_build(turn)
     # Read by the build when Coach built the prefix (the usual case), else once more here.
     blocked = (
         shared.previous_blocked_moves if shared.previous_blocked_moves is not None else previous_blocked_moves(turn)
     )
-    return _call_for(
+    call = _call_for(
         turn,
         setup,
         shared,
@@ -159,6 +165,17 @@ def coach_prepare(*, turn_id: int, speculation: Speculation | None = None) -> Co
         prefix_built=stored is None,
         circuit_open=circuit_open,
     )
+    return coach_gate_prepare(call, setup)
+
+
+def coach_gate_prepare(call: CoachCall, setup: TurnSetup) -> CoachCall:
+    """What Coach's reply will be checked against when it ends, and whether it must be held
+    until then (read here, in the database thread, before any of it is relayed)."""
+    call.expect = reply_gate.expectations_for(
+        call.turn, wording=[m["content"] for m in call.messages], blocked=call.blocked_moves, catalog=setup.catalog
+    )
+    call.hold = reply_gate.risks_known(call.turn, call.expect)
+    return call
 
 
 def _call_for(
@@ -182,13 +199,16 @@ def _call_for(
         messages=agent_messages(shared, render_prompt(prompt.body, values)),
         max_tokens=config.max_tokens,
         temperature=config.temperature,
-        extra_body=extra_body_for(spec.kind, thinking=config.thinking),
+        extra_body=extra_body_for(
+            spec.kind, thinking=config.thinking, priority_of=Agent.COACH if spec.priority_scheduling else None
+        ),
         deadline=deadline,
         shared=shared,
         context_budget=config.context_budget,
         prefix_built=prefix_built,
         turn=turn,
         circuit_open=circuit_open,
+        blocked_moves=list(blocked),
         run_inputs={
             "prompt_version": prompt,
             "endpoint": config.endpoint,
@@ -252,9 +272,11 @@ def coach_end(
     }
     if prompt_tokens > call.context_budget:
         context["over_budget_by"] = prompt_tokens - call.context_budget
+    findings = coach_findings(call, text, status)
+    shown, shown_status = (reply_gate.WITHDRAWN_NOTICE, MessageStatus.WITHDRAWN) if findings else (text, status)
     with transaction.atomic():
         ended = Message.objects.filter(pk=call.message_id, status=MessageStatus.STREAMING).update(
-            text=text, status=status, updated_at=timezone.now()
+            text=shown, status=shown_status, updated_at=timezone.now()
         )
         if not ended:
             # The watchdog already closed it as interrupted (past the deadline): once is enough.
@@ -274,21 +296,27 @@ def coach_end(
             latency_ms=latency_ms,
         )
         Turn.objects.filter(pk=call.turn_id).update(coach_done_at=timezone.now())
-        unsafe = safety.unsafe_content(text) if text else []
-        if unsafe:
-            # Streamed text cannot be taken back: the prompt forbids this, the turn is flagged
-            # for the coach, and Synth's gated answer follows as the reply of record.
+        if findings:
+            # Withdrawn (or, held, never shown): the original stays on the run for the review,
+            # the turn is flagged, and Synth's gated answer stands alone as the reply.
+            verb = "withheld" if call.hold else "withdrawn"
             Turn.objects.filter(pk=call.turn_id).update(
-                flagged=True, flag_reason=("coach reply contains " + ", ".join(unsafe).replace("_", " "))[:200]
+                flagged=True, flag_reason=f"coach reply {verb}: {quality.summary(findings)}"[:200]
+            )
+            reply_gate.findings_record(
+                turn_id=call.turn_id,
+                surface=QualityFinding.Surface.COACH,
+                findings=findings,
+                action=QualityFinding.Action.WITHHELD if call.hold else QualityFinding.Action.WITHDRAWN,
             )
         services.turn_canvas_after_coach(turn_id=call.turn_id)
         transaction.on_commit(
-            lambda: reply_count_ahead(turn_id=call.turn_id, message_id=call.message_id, role=Role.COACH, text=text)
+            lambda: reply_count_ahead(turn_id=call.turn_id, message_id=call.message_id, role=Role.COACH, text=shown)
         )
         services.event_emit(
             session_id=call.session_id,
             type="coach.done",
-            payload={"turn_id": call.turn_id, "message_id": call.message_id, "text": text, "status": status},
+            payload={"turn_id": call.turn_id, "message_id": call.message_id, "text": shown, "status": shown_status},
         )
         if error is not None:
             services.event_emit(
@@ -301,6 +329,18 @@ def coach_end(
                 },
             )
             services.degraded_notice_emit(turn_id=call.turn_id, reason="coach_failed")
+
+
+def coach_findings(call: CoachCall, text: str, status: str) -> list[quality.Finding]:
+    """What keeps Coach's reply from the coachee. A held reply shows only once it is complete
+    and passes; a streamed one is checked when it ends (and withdrawn if it fails)."""
+    if not text:
+        return []
+    if call.hold and status != MessageStatus.COMPLETE:
+        return [quality.Finding("empty", f"held reply ended {status}, unchecked")]
+    if status == MessageStatus.STOPPED:
+        return []  # the coachee stopped it mid-sentence: what they saw stays as they left it
+    return quality.reply_findings(text, call.expect)
 
 
 @dataclass(frozen=True)
@@ -450,7 +490,8 @@ def coach_speculate(*, session_id: int, user_id: int, text: str) -> Speculation 
     config = setup.configs.get(Agent.COACH)
     if config is None or not config.enabled or Agent.COACH not in setup.prompts:
         return None
-    if config.endpoint.name in _circuit_seen_open or safety.pregate(text, setup.crisis_patterns) is not None:
+    # The current message only (no query here); accept reads the session's history as well.
+    if config.endpoint.name in _circuit_seen_open or safety.assess(text, setup.crisis_patterns) is not None:
         return None
     now = timezone.now()
     copy = context_ahead.claim(session_id, now)
@@ -603,7 +644,7 @@ async def coach_relay(call: CoachCall, state: StreamState, pieces: AsyncIterator
     async def flush() -> None:
         nonlocal sent, last_flush
         last_flush = time.monotonic()
-        if sent == len(text) or layer is None:
+        if sent == len(text) or layer is None or call.hold:  # held: shown by coach.done once checked
             return
         event = {
             "type": "coach.delta",
@@ -621,7 +662,7 @@ async def coach_relay(call: CoachCall, state: StreamState, pieces: AsyncIterator
             now = time.monotonic()
             if now - last_flush >= batch_s:
                 await flush()
-            if now - last_snapshot >= snapshot_s:
+            if now - last_snapshot >= snapshot_s and not call.hold:
                 last_snapshot = now
                 await db_call(coach_snapshot)(message_id=call.message_id, text=text)
         await flush()

@@ -21,7 +21,7 @@ from pydantic import TypeAdapter, ValidationError
 from agents import context_ahead, services
 from agents.coach import Speculation, coach_accept, coach_run, coach_speculate
 from agents.db import db_call
-from agents.schemas import InboundFrame, PingFrame, ResumeFrame, StopFrame, UserMessageFrame
+from agents.schemas import UNSTORABLE_TEXT, InboundFrame, PingFrame, ResumeFrame, StopFrame, UserMessageFrame
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +61,30 @@ def _read_context_ahead_soon(session_id: int, reason: object) -> None:
 class ChatConsumer(AsyncWebsocketConsumer):
     session_id: int
     user_id: int
+    _lease: asyncio.Task[None] | None = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        # Whatever ends this socket (a clean close, a crashed handler, a cancelled instance),
+        # its lease is given back; a killed process's lease runs out within SOCKET_LEASE_S.
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await asyncio.shield(self._release())
+
+    async def _release(self) -> None:
+        lease, self._lease = self._lease, None
+        if lease is None:
+            return
+        lease.cancel()
+        await asyncio.to_thread(services.socket_closed, user_id=self.user_id, socket_id=self.channel_name)
+
+    async def _renew_lease(self) -> None:
+        while True:
+            await asyncio.sleep(services.SOCKET_LEASE_RENEW_S)
+            try:
+                await asyncio.to_thread(services.socket_lease_renew, user_id=self.user_id, socket_id=self.channel_name)
+            except Exception:  # Redis away for a moment: the next renewal tries again
+                logger.warning("could not renew the socket lease of user %s", self.user_id, exc_info=True)
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -73,10 +97,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
         except PermissionDenied:
             await self.refuse(CLOSE_FORBIDDEN)
             return
-        if not await db_call(services.socket_open_allowed)(user_id=user.pk):
+        if not await asyncio.to_thread(services.socket_open_allowed, user_id=user.pk, socket_id=self.channel_name):
             await self.refuse(CLOSE_TOO_MANY_SOCKETS)
             return
         self.user_id = user.pk
+        self._lease = asyncio.create_task(self._renew_lease())
         self.session_id = session_id
         await self.channel_layer.group_add(services.session_group(self.session_id), self.channel_name)
         await self.channel_layer.group_add(services.user_group(self.user_id), self.channel_name)
@@ -85,7 +110,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "session_id"):
-            await db_call(services.socket_closed)(user_id=self.user_id)
+            await self._release()
             await self.channel_layer.group_discard(services.session_group(self.session_id), self.channel_name)
             await self.channel_layer.group_discard(services.user_group(self.user_id), self.channel_name)
 
@@ -105,6 +130,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
     # --- Client frames ----------------------------------------------------------------
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        try:
+            await self.on_frame(text_data, bytes_data)
+        except Exception:
+            # A bug or a refused write must not kill the socket (and with it the coachee's
+            # conversation view): say so, log it, and keep serving the next frame.
+            logger.exception("a frame of session %s failed", getattr(self, "session_id", None))
+            await self.send_error("server_error", "Something went wrong on our side; please try again.")
+
+    async def on_frame(self, text_data: str | None, bytes_data: bytes | None) -> None:
         if text_data is None:
             await self.send_error("binary_not_supported", "Frames must be JSON text.")
             return
@@ -116,7 +150,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
         try:
             frame = FRAME_ADAPTER.validate_python(json.loads(text_data))
         except (ValueError, RecursionError) as exc:
-            await self.send_error("invalid_frame", _describe(exc))
+            if _unstorable(exc):
+                await self.send_error("unstorable_text", _describe(exc))
+            else:
+                await self.send_error("invalid_frame", _describe(exc))
             return
         if isinstance(frame, UserMessageFrame):
             await self.on_user_message(frame)
@@ -247,7 +284,17 @@ def is_blank(text: str) -> bool:
     return all(unicodedata.category(ch)[0] in "ZC" for ch in text)
 
 
+# Pydantic's own refusal of a string with a lone surrogate, and ours of NUL (agents/text.py).
+UNSTORABLE_ERRORS = {UNSTORABLE_TEXT, "string_unicode"}
+
+
+def _unstorable(exc: Exception) -> bool:
+    return isinstance(exc, ValidationError) and any(e["type"] in UNSTORABLE_ERRORS for e in exc.errors())
+
+
 def _describe(exc: Exception) -> str:
+    if _unstorable(exc):
+        return "The message contains characters that cannot be stored: NUL (U+0000) or an unpaired surrogate."
     if isinstance(exc, ValidationError):
         first = exc.errors(include_input=False, include_url=False)[:3]
         return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in first)

@@ -3,10 +3,14 @@
 No LLM calls and no I/O here: services.py and pipeline.py do the work.
 """
 
+from typing import Any
+
 from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
+
+from agents.llm.keys import validate_api_key_env
 
 
 class Agent(models.TextChoices):
@@ -47,11 +51,26 @@ class ModelEndpoint(models.Model):
     api_key_env = models.CharField(
         max_length=100,
         blank=True,
-        help_text="Name of the environment variable holding the API key (never the key itself).",
+        validators=[validate_api_key_env],
+        help_text="Name of the environment variable holding the API key (never the key itself); "
+        "it must match COACHING_LLM_KEY_ENV_PATTERN (by default COACHING_LLM_KEY_*).",
     )
     max_concurrency = models.PositiveIntegerField(default=8)
     connect_timeout_s = models.FloatField(default=5.0)
     read_timeout_s = models.FloatField(default=120.0, help_text="Longest wait for a response or the next token.")
+    priority_scheduling = models.BooleanField(
+        default=False,
+        help_text="The server schedules by request priority (vLLM's --scheduling-policy priority): "
+        "Coach's requests are then served ahead of the background agents'.",
+    )
+    # Set by a platform administrator only (operators cannot change endpoints): replays of past
+    # runs send a coachee's stored prompt, and connection tests the API key, to this server.
+    trusted_for_coachee_data = models.BooleanField(
+        default=False,
+        verbose_name="trusted for coachee data",
+        help_text="A platform administrator vouches for this server: it may receive coachees' "
+        "conversations (replays, agents) and the API key (connection tests).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -60,6 +79,12 @@ class ModelEndpoint(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # Every way of saving (admin, shell command, update_or_create) refuses a key variable
+        # outside the allow-list; update() bypasses save, so the client checks again per call.
+        validate_api_key_env(self.api_key_env)
+        super().save(*args, **kwargs)
 
 
 class AgentConfig(models.Model):
@@ -159,6 +184,8 @@ class MessageStatus(models.TextChoices):
     COMPLETE = "complete", "Complete"
     STOPPED = "stopped", "Stopped"
     FAILED = "failed", "Failed"
+    # Failed the quality gate after it streamed: the text shown became a notice.
+    WITHDRAWN = "withdrawn", "Withdrawn"
 
 
 class Message(models.Model):
@@ -230,6 +257,11 @@ class Turn(models.Model):
     shared_message_ids = models.JSONField(default=list, blank=True)
     shared_dropped = models.JSONField(default=dict, blank=True)
     critic_result = models.JSONField(null=True, blank=True)
+    crisis_signal = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="Which crisis layer fired at accept and why: a pattern's id, or the classifier's score and n-grams.",
+    )
     started_at = models.DateTimeField(auto_now_add=True)
     deadline_at = models.DateTimeField()
     coach_done_at = models.DateTimeField(null=True, blank=True)
@@ -354,10 +386,29 @@ class Conflict(models.Model):
         return f"{self.rule} on turn {self.turn_id}"
 
 
+class CrisisCategory(models.TextChoices):
+    """What a crisis signal is about; abuse has its own resources (domestic-violence lines)."""
+
+    SUICIDE = "suicide", "Suicidal thoughts or plans"
+    SELF_HARM = "self_harm", "Self-harm"
+    MEANS = "means", "Means or method"
+    EATING = "eating", "Not eating or drinking"
+    ABUSE = "abuse", "Abuse or immediate danger"
+
+
+class ResourceKind(models.TextChoices):
+    CRISIS = "crisis", "Crisis line or emergency"
+    ABUSE = "abuse", "Domestic violence line"
+
+
 class CrisisResource(models.Model):
     """Where to get human help now, per locale; operators keep this list current."""
 
-    locale = models.CharField(max_length=16, help_text="Language or region code, e.g. en, de, fr-CA.")
+    locale = models.CharField(
+        max_length=16, help_text="Language or region code, e.g. en, de, pt-BR; 'intl' for an unknown locale."
+    )
+    kind = models.CharField(max_length=8, choices=ResourceKind.choices, default=ResourceKind.CRISIS)
+    source_url = models.URLField(blank=True, help_text="The public page the number was taken from (operators only).")
     name = models.CharField(max_length=120)
     contact = models.CharField(max_length=120, blank=True, help_text="Phone number or text line.")
     url = models.URLField(blank=True)
@@ -377,6 +428,7 @@ class CrisisPattern(models.Model):
 
     locale = models.CharField(max_length=16, help_text="The language it is written in (all are checked).")
     pattern = models.CharField(max_length=300, help_text="A case-insensitive regular expression.")
+    category = models.CharField(max_length=10, choices=CrisisCategory.choices, default=CrisisCategory.SUICIDE)
     note = models.CharField(max_length=200, blank=True)
     active = models.BooleanField(default=True)
 
@@ -396,6 +448,16 @@ class CrisisPattern(models.Model):
             re.compile(self.pattern, re.IGNORECASE)
         except re.error as exc:
             raise ValidationError({"pattern": f"Not a valid regular expression: {exc}"}) from exc
+
+
+class AccountSettings(models.Model):
+    """A coachee's own settings; the language chosen here wins over the browser's."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="account_settings")
+    locale = models.CharField(max_length=16, blank=True, help_text="Empty: the browser's language.")
+
+    def __str__(self) -> str:
+        return f"Settings of {self.user}"
 
 
 class CoachAssignment(models.Model):
@@ -555,3 +617,35 @@ class ChangeStamp(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} v{self.version}"
+
+
+class QualityFinding(models.Model):
+    """One check of the quality gate (agents.quality) that a coachee-visible text failed, and
+    what was done about it; counted per check for operators."""
+
+    class Surface(models.TextChoices):
+        COACH = "coach", "Coach's reply"
+        SYNTH = "synth", "Synth's reply"
+        BLACKBOARD = "blackboard", "Blackboard write"
+
+    class Action(models.TextChoices):
+        REGENERATED = "regenerated", "Regenerated with the failure named"
+        FALLBACK = "fallback", "Replaced by the fallback reply"
+        WITHDRAWN = "withdrawn", "Withdrawn after streaming"
+        WITHHELD = "withheld", "Held back, never shown"
+        REFUSED = "refused", "Write refused"
+
+    turn = models.ForeignKey(Turn, null=True, blank=True, on_delete=models.CASCADE, related_name="quality_findings")
+    surface = models.CharField(max_length=12, choices=Surface.choices)
+    check_name = models.CharField(max_length=20)
+    detail = models.CharField(max_length=200, blank=True)
+    action = models.CharField(max_length=12, choices=Action.choices)
+    round = models.PositiveSmallIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["check_name", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.surface} {self.check_name} ({self.action})"

@@ -14,7 +14,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from django.conf import settings
@@ -28,6 +28,8 @@ from agents import (
     context_ahead,
     handoff,
     predictions,
+    quality,
+    reply_gate,
     safety,
     selectors,
     services,
@@ -56,6 +58,8 @@ from agents.models import (
     Conflict,
     Escalation,
     Message,
+    MessageStatus,
+    QualityFinding,
     RunStatus,
     Turn,
 )
@@ -253,7 +257,9 @@ def complete_structured(
             max_tokens=config.max_tokens,
             temperature=config.temperature,
             response_format=response_format,
-            extra_body=extra_body_for(spec.kind, thinking=config.thinking),
+            extra_body=extra_body_for(
+                spec.kind, thinking=config.thinking, priority_of=agent if spec.priority_scheduling else None
+            ),
             headers=request_headers(agent, turn_id, replay=replay),
             timeout_s=timeout_s,
         )
@@ -417,6 +423,13 @@ class ReplayResult:
         return self.answer.output is not None
 
 
+class UntrustedEndpointError(ValueError):
+    """The endpoint is not marked trusted for coachee data: nothing of a coachee is sent to it."""
+
+    def __init__(self, endpoint_name: str) -> None:
+        super().__init__(f"endpoint {endpoint_name} is not marked trusted for coachee data by a platform administrator")
+
+
 def agent_run_replay(*, run: AgentRun, prompt_body: str, timeout_s: float = 120.0) -> ReplayResult:
     """Run a stored AgentRun again with another prompt body, on the same stored inputs (the
     turn's shared prompt, placeholder values, additions and allowed values) through the agent's
@@ -427,6 +440,9 @@ def agent_run_replay(*, run: AgentRun, prompt_body: str, timeout_s: float = 120.
     if not turn.shared_prompt:
         raise ValueError("this turn predates stored prompts and cannot be replayed")
     config = AgentConfig.objects.select_related("endpoint").get(agent=run.agent)
+    if not config.endpoint.trusted_for_coachee_data:
+        # The stored prompt quotes the coachee: it goes only where a platform admin vouched for.
+        raise UntrustedEndpointError(config.endpoint.name)
     shared = SharedContext(text=turn.shared_prompt, tokens=0, message_ids=[])
     started = time.monotonic()
     answer = complete_structured(
@@ -573,6 +589,8 @@ def shadow_step(*, turn_id: int, prefix_from_coach: bool = False, before_call: C
 def blackboard_write(*, turn: Turn, shadow: ShadowOutput, run: AgentRun) -> BlackboardVersion | None:
     """Merge Shadow's findings into a new blackboard version (for the coachee's later turns)."""
     coachee_id = turn.session.coachee_id
+    instructions = turn_cache.setup_for(turn.pk).prompt(Agent.SHADOW).body
+    shadow = reply_gate.memory_cleaned(turn_id=turn.pk, shadow=shadow, wording=[turn.shared_prompt, instructions])
     try:
         # Bookkeeping: derived from Shadow's run.
         with bookkeeping_atomic():
@@ -783,8 +801,12 @@ def critic_gate(
 
 def coach_reply_text(turn_id: int) -> str:
     """Coach's reply as it stands now (it may have finished after the turn row was read)."""
-    text = Message.objects.filter(turn_as_coach__pk=turn_id).values_list("text", flat=True).first()
-    return text or "(not finished)"
+    found = Message.objects.filter(turn_as_coach__pk=turn_id).values_list("text", "status").first()
+    if found is None or not found[0]:
+        return "(not finished)"
+    if found[1] == MessageStatus.WITHDRAWN:
+        return "(none: it failed the quality check; write the whole answer yourself)"
+    return str(found[0])
 
 
 def trio_wait(turn: Turn) -> None:
@@ -837,6 +859,8 @@ def synth_step(*, turn_id: int, after_trio: bool = False) -> str:
     extra = ""
     critic_failed = False
     critic_results: dict[str, Any] = {}  # stored with the delivery, in its transaction
+    prompt = turn_cache.setup_for(turn.pk).prompt(Agent.SYNTH)
+    expect = reply_gate.expectations_for(turn, wording=[shared.text], blocked=brief["blocked_moves"], catalog=catalog)
     for round in (1, 2):
         result = run_json_agent(
             turn=turn,
@@ -853,28 +877,41 @@ def synth_step(*, turn_id: int, after_trio: bool = False) -> str:
             flag_reason = "synth failed"
             break
         verdict = critic_gate(turn=turn, shared=shared, synth=result.output, brief=brief, catalog=catalog, round=round)
+        # Rendered again (it succeeded in run_json_agent): the wording the reply must not echo.
+        instructions = instructions_for(prompt.body, values, extra)
+        findings = quality.reply_findings(
+            result.output.reply, replace(expect, wording=expect.wording + reply_gate.system_wording([instructions]))
+        )
+        violations = verdict.violations + [str(f) for f in findings]
         critic_failed = critic_failed or not verdict.critic_ok
         critic_results[f"round_{round}"] = {
-            "passed": verdict.passed,
-            "violations": verdict.violations,
+            "passed": verdict.passed and not findings,
+            "violations": violations,
             "critic_ok": verdict.critic_ok,
         }
-        if verdict.passed:
+        reply_gate.findings_record(
+            turn_id=turn.pk,
+            surface=QualityFinding.Surface.SYNTH,
+            findings=findings,
+            action=QualityFinding.Action.REGENERATED if round == 1 else QualityFinding.Action.FALLBACK,
+            round=round,
+        )
+        if verdict.passed and not findings:
             reply = result.output.reply
             if not verdict.critic_ok:
                 flag_reason = "critic unavailable; reply unchecked"
             break
-        flag_reason = "critic gate: " + "; ".join(verdict.violations)[:180]
+        flag_reason = "quality gate: " + "; ".join(violations)[:180]
         extra = (
             "Your previous reply was rejected: "
-            + "; ".join(verdict.violations)
-            + ". Write it again without any of that."
+            + "; ".join(violations)
+            + ". Write it again without any of that: plain sentences to the coachee, in their language."
         )
     if critic_failed:
         missing.append("critic")
     delivered = services.turn_finish(
         turn_id=turn.pk,
-        reply=reply if reply is not None else services.FALLBACK_REPLY,
+        reply=reply if reply is not None else reply_gate.fallback_reply(expect.languages),
         fallback=reply is None,
         degraded=bool(missing) or reply is None,
         flag_reason=flag_reason,

@@ -21,6 +21,7 @@ from django.utils import timezone
 from agents import services
 from agents.models import (
     AccountDeletion,
+    AccountSettings,
     AgentRun,
     BlackboardVersion,
     CoachingSession,
@@ -81,7 +82,12 @@ def account_export(*, user_id: int) -> dict[str, Any]:
     return {
         "format": EXPORT_FORMAT_VERSION,
         "exported_at": timezone.now().isoformat(),
-        "account": {"username": user.get_username(), "date_joined": user.date_joined.isoformat()},
+        "account": {
+            "username": user.get_username(),
+            "date_joined": user.date_joined.isoformat(),
+            # The chosen language ("" = the browser's), kept in AccountSettings.
+            "locale": AccountSettings.objects.filter(user_id=user_id).values_list("locale", flat=True).first() or "",
+        },
         "sessions": sessions,
         "memory": [
             {"version": v.version, "created_at": v.created_at.isoformat(), "data": v.data}
@@ -116,9 +122,8 @@ def account_delete(*, user_id: int) -> AccountDeletion:
         )
     services.user_sockets_close(user_id=user_id)
     minute = int(time.time() // 60)
-    cache.delete_many(
-        [f"coaching:sockets:{user_id}", *(f"coaching:turns:{user_id}:{m}" for m in (minute - 1, minute, minute + 1))]
-    )
+    services.sockets_forget(user_id=user_id)
+    cache.delete_many([f"coaching:turns:{user_id}:{m}" for m in (minute - 1, minute, minute + 1)])
     return record
 
 

@@ -483,6 +483,14 @@ def prompt_replay(
     others = sorted(run.pk for run in loaded.values() if run.agent != version.agent)
     if others:
         raise PromptOpError(f"runs {others} are not {version.agent} runs")
+    config = AgentConfig.objects.select_related("endpoint").filter(agent=version.agent).first()
+    if config is None:
+        raise PromptOpError(f"{version.agent} has no configuration")
+    if not config.endpoint.trusted_for_coachee_data:
+        raise PromptOpError(
+            f"not replayed: {version.agent}'s endpoint {config.endpoint.name} is not marked trusted for coachee "
+            "data, and a replay sends the coachee's stored prompt to it; a platform administrator decides that"
+        )
     started = time.monotonic()
     rows: list[ReplayRow] = []
     for run in (loaded[run_id] for run_id in ids if run_id in loaded):
@@ -573,8 +581,14 @@ def _short(exc: BaseException) -> str:
 
 def endpoint_test_connection(endpoint: ModelEndpoint, *, user: User | None = None) -> ConnectionResult:
     """List the server's models and time one tiny completion, each with a short timeout.
-    Never raises: every failure is in the result."""
+    Never raises: every failure is in the result. An endpoint not marked trusted is not asked
+    at all: the request would carry its API key."""
     result = ConnectionResult(endpoint.pk, endpoint.name, endpoint.base_url, endpoint.model_id)
+    if not endpoint.trusted_for_coachee_data:
+        result.list_error = "not tested: this endpoint is not marked trusted by a platform administrator"
+        result.completion_error = "skipped"
+        audit(user, endpoint, f"Connection test refused: {result.list_error}.")
+        return result
     try:
         spec = dataclasses.replace(
             EndpointSpec.from_endpoint(endpoint),

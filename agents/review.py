@@ -776,6 +776,7 @@ class TurnReview:
     synth_message: Message | None
     synth_html: str
     escalation_note: str
+    crisis_signal: str  # which pre-gate layer fired and why, for the coach; "" when none
     outputs: list[AgentOutputView]
     timeline: Timeline
     conflicts: list[ConflictView]
@@ -823,6 +824,31 @@ def _turns_with_everything(turns: QuerySet[Turn]) -> QuerySet[Turn]:
     )
 
 
+CRISIS_CATEGORY_LABELS = {
+    "suicide": "suicidal thoughts or plans",
+    "self_harm": "self-harm",
+    "means": "a question about means or method",
+    "eating": "not eating or drinking",
+    "abuse": "abuse or danger at home",
+}
+
+
+def crisis_signal_text(signal: dict[str, Any] | None) -> str:
+    """What the crisis pre-gate recorded on a turn, as a coach reads it."""
+    if not signal:
+        return ""
+    category = CRISIS_CATEGORY_LABELS.get(str(signal.get("category")), str(signal.get("category")))
+    if signal.get("layer") == "pattern":
+        why = f"pattern #{signal.get('pattern_id')} ({signal.get('locale')}): {signal.get('pattern')}"
+    else:
+        features = ", ".join(f"“{f}”" for f in signal.get("features", []))
+        why = f"classifier, score {signal.get('score')}; strongest n-grams {features or 'none'}"
+        if signal.get("context"):
+            why += f"; distress earlier in the session {signal.get('context')}"
+    level = signal.get("level", "")
+    return f"Crisis pre-gate ({level}): {category}, by {why}"
+
+
 def turn_review(
     turn: Turn, number: int, catalog: dict[str, str], seq_by_id: dict[int, int], *, open: bool = False
 ) -> TurnReview:
@@ -853,6 +879,7 @@ def turn_review(
         synth_message=synth,
         synth_html=markdown_to_safe_html(synth.text) if synth and synth.text else "",
         escalation_note=ESCALATION_NOTES.get(turn.escalation, ""),
+        crisis_signal=crisis_signal_text(turn.crisis_signal),
         outputs=[agent_output_view(run, catalog, seq_by_id) for run in sorted(runs, key=_run_sort_key)],
         timeline=timeline(turn, runs),
         conflicts=conflict_views(turn.conflicts.all(), catalog),

@@ -1,11 +1,23 @@
 """Reads for pages and sockets."""
 
-from datetime import datetime
+import statistics
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import OuterRef, QuerySet, Subquery
+from django.utils import timezone
 
-from agents.models import AgentRun, BlackboardVersion, CoachingSession, Message, Role, RunStatus, SessionEvent
+from agents.models import (
+    AgentRun,
+    BlackboardVersion,
+    CoachingSession,
+    Message,
+    Role,
+    RunStatus,
+    SessionEvent,
+    Turn,
+    TurnStatus,
+)
 
 FIRST_WORDS_CHARS = 80
 
@@ -27,6 +39,21 @@ def transcript(*, session_id: int) -> list[Message]:
 def last_seq(*, session_id: int) -> int:
     event = SessionEvent.objects.filter(session_id=session_id).order_by("-seq").only("seq").first()
     return event.seq if event else 0
+
+
+# The chat's estimate of the wait: the median of this server's recent whole turns, so it follows
+# the engine and the load actually serving (minutes on a CPU, seconds on a GPU).
+WAIT_SAMPLE_TURNS = 20
+WAIT_WINDOW = timedelta(hours=6)
+
+
+def usual_turn_seconds() -> int | None:
+    """Median seconds from message to full answer over the last finished turns, if there are some."""
+    since = timezone.now() - WAIT_WINDOW
+    spans = Turn.objects.filter(status=TurnStatus.DONE, finished_at__gte=since).order_by("-finished_at")
+    rows = spans.values_list("started_at", "finished_at")[:WAIT_SAMPLE_TURNS]
+    took = [(finished - started).total_seconds() for started, finished in rows if finished is not None]
+    return round(statistics.median(took)) if len(took) >= 3 else None
 
 
 def latest_blackboard(*, coachee_id: int) -> BlackboardVersion | None:

@@ -7,6 +7,7 @@ channel-layer group only after that transaction commits.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+import redis
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
@@ -22,6 +24,7 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation.trans_real import parse_accept_lang_header
 
 from agents import (
     blackboard,
@@ -38,15 +41,18 @@ from agents import (
 )
 from agents.llm import breaker
 from agents.models import (
+    AccountSettings,
     AgentConfig,
     AgentRun,
     BlackboardVersion,
     CoachAssignment,
     CoachingSession,
+    CrisisCategory,
     CrisisResource,
     Escalation,
     Message,
     MessageStatus,
+    ResourceKind,
     Role,
     RunStatus,
     SessionEvent,
@@ -141,6 +147,38 @@ def session_start(*, user_id: int, locale: str = "en") -> CoachingSession:
     return CoachingSession.objects.create(coachee_id=user_id, locale=locale)
 
 
+# The languages every safety layer speaks (patterns, classifier, replies, card, resources).
+LANGUAGES = {"en": "English", "ru": "Русский", "de": "Deutsch", "pt": "Português", "fr": "Français", "es": "Español"}
+UNKNOWN_LOCALE = "intl"  # no language known: English replies, the international resources
+
+
+def canonical_locale(code: str) -> str:
+    """'pt-br' → 'pt-BR', 'DE' → 'de'; what session locales and resources are keyed by."""
+    language, _, region = code.strip().replace("_", "-").partition("-")
+    return f"{language.lower()}-{region.upper()}" if region else language.lower()
+
+
+def preferred_locale(*, user_id: int, accept_language: str = "") -> str:
+    """The coachee's locale: their account setting, else the first language of the browser's
+    Accept-Language the product speaks, else the first one it names (its resources fall back
+    to the international ones), else UNKNOWN_LOCALE."""
+    chosen = AccountSettings.objects.filter(user_id=user_id).values_list("locale", flat=True).first()
+    if chosen:
+        return chosen
+    named = [canonical_locale(code) for code, _ in parse_accept_lang_header(accept_language[:500]) if code != "*"]
+    for code in named:
+        if code.split("-")[0] in LANGUAGES:
+            return code
+    return named[0][:16] if named else UNKNOWN_LOCALE
+
+
+def account_locale_set(*, user_id: int, locale: str) -> None:
+    """The coachee's chosen language ('' = the browser's); sessions started later use it."""
+    if locale and locale not in LANGUAGES:
+        raise ValueError(f"unsupported locale {locale!r}")
+    AccountSettings.objects.update_or_create(user_id=user_id, defaults={"locale": locale})
+
+
 @dataclass(frozen=True)
 class AcceptResult:
     turn_id: int
@@ -213,9 +251,11 @@ def turn_accept(
             payload={"turn_id": turn.pk, "message_id": message.pk, "client_id": client_id, "text": text},
             wait_for_send=False,  # Coach's request, next, does not wait for this send
         )
-        match = safety.pregate(text, setup.crisis_patterns)
-        if match is not None:
-            crisis_answer(turn=turn, match=match)
+        # Both layers, with the session's last few coachee messages (a question about means
+        # weighs more after distress earlier on). Bounded work: see benchmarks/crisis_detector.py.
+        signal = safety.assess(text, setup.crisis_patterns, safety.recent_coachee_texts(session.pk, before_seq=seq))
+        if signal is not None:
+            crisis_answer(turn=turn, signal=signal)
     # Committed: Coach, next on this thread, starts from these rows instead of reading them again.
     turn_cache.turn_remember(turn, setup=setup, context_version=context_version)
     return AcceptResult(turn.pk, message.pk, created=True, event=event, pipeline_due=not canvas_after_coach)
@@ -256,22 +296,24 @@ def shared_prefix_ready(*, turn_id: int) -> None:
     handoff.give(turn_id, handoff.PREFIX, ["shadow"])
 
 
-def crisis_answer(*, turn: Turn, match: safety.CrisisMatch) -> None:
+def crisis_answer(*, turn: Turn, signal: safety.CrisisSignal) -> None:
     """Crisis language: the resources card and a fixed calm reply now, no model involved.
 
     The reply takes Coach's place (Coach does not run); the canvas still runs, and Synth
-    gets a crisis brief whatever Stability says (pipeline.arbitration_for).
+    gets a crisis brief whatever Stability says (pipeline.arbitration_for). Abuse without
+    immediate danger is escalated to refer, with the domestic-violence lines first.
     """
-    turn.escalation = Escalation.CRISIS
+    turn.escalation = signal.level
     turn.flagged = True
-    turn.flag_reason = f"crisis language ({match.locale} pre-gate)"
-    safety_notice_emit(turn=turn, level=Escalation.CRISIS)
+    turn.flag_reason = signal.reason()[:200]
+    turn.crisis_signal = signal.record()
+    safety_notice_emit(turn=turn, level=signal.level, category=signal.category)
     seq = next_seq(turn.session_id)
-    reply = safety.crisis_reply(turn.session.locale)
+    reply = safety.crisis_reply(turn.session.locale, signal.category)
     message = Message.objects.create(session_id=turn.session_id, seq=seq, role=Role.COACH, text=reply)
     turn.coach_message = message
     turn.coach_done_at = timezone.now()
-    turn.save(update_fields=["escalation", "flagged", "flag_reason", "coach_message", "coach_done_at"])
+    turn.save(update_fields=["escalation", "flagged", "flag_reason", "crisis_signal", "coach_message", "coach_done_at"])
     event_emit(
         session_id=turn.session_id,
         type="coach.done",
@@ -567,25 +609,38 @@ def session_end_idle(*, session_id: int, cutoff: Any) -> bool:
     return True
 
 
-def crisis_resources_for(locale: str) -> list[dict[str, str]]:
-    """The operator-configured resources of a locale, falling back to its language, then English."""
-    candidates = [locale, locale.split("-")[0], "en"]
-    for candidate in dict.fromkeys(candidates):
+INTERNATIONAL = "intl"  # the resources shown where a locale has none: a directory, emergency advice
+
+
+def crisis_resources_for(locale: str, category: str = CrisisCategory.SUICIDE) -> list[dict[str, str]]:
+    """The operator-configured resources of a locale (its region, else its language), else the
+    international directory. For abuse, the domestic-violence lines come first."""
+    kinds = [ResourceKind.ABUSE, ResourceKind.CRISIS] if category == CrisisCategory.ABUSE else [ResourceKind.CRISIS]
+    for candidate in dict.fromkeys([locale, locale.split("-")[0], INTERNATIONAL]):
         rows = list(
-            CrisisResource.objects.filter(locale=candidate, active=True).values("name", "contact", "url", "description")
+            CrisisResource.objects.filter(locale=candidate, active=True, kind__in=kinds)
+            .order_by("kind", "order", "name")  # "abuse" sorts before "crisis"
+            .values("name", "contact", "url", "description")
         )
         if rows:
             return [{key: str(value) for key, value in row.items()} for row in rows]
     return []
 
 
-def safety_notice_emit(*, turn: Turn, level: str) -> None:
-    """Show the crisis-resources card beside the reply (escalation refer or crisis); on crisis,
-    alert the coachee's coaches once the change is committed."""
+def safety_notice_emit(*, turn: Turn, level: str, category: str = CrisisCategory.SUICIDE) -> None:
+    """Show the crisis-resources card beside the reply (escalation refer or crisis), in the
+    coachee's language; on crisis, alert the coachee's coaches once the change is committed."""
+    locale = turn.session.locale
     event_emit(
         session_id=turn.session_id,
         type="safety.notice",
-        payload={"turn_id": turn.pk, "level": level, "resources": crisis_resources_for(turn.session.locale)},
+        payload={
+            "turn_id": turn.pk,
+            "level": level,
+            "category": category,
+            "resources": crisis_resources_for(locale, category),
+            **safety.card_text(locale, level),
+        },
     )
     if level == Escalation.CRISIS:
         turn_id = turn.pk
@@ -673,8 +728,12 @@ def blackboard_lock_latest(*, coachee_id: int) -> BlackboardVersion | None:
 
 # The rate limit counts messages in fixed windows of this many seconds.
 RATE_WINDOW_S = 60
-# A socket count survives a crashed Daphne process for at most this long.
-SOCKET_COUNT_TTL_S = 3600
+# Open sockets are leases, not a counter: each socket is a member of its user's sorted set
+# (channel name → when its lease ends) and renews its lease while it lives. Whatever ends a
+# socket without a clean close (a crashed consumer, a killed process) stops counting within a
+# lease; a counter that missed one decrement stayed high for an hour (the probe's finding 4).
+SOCKET_LEASE_S = 60
+SOCKET_LEASE_RENEW_S = 20
 
 
 def turn_rate_allows(*, user_id: int) -> bool:
@@ -689,21 +748,53 @@ def rate_window_ends() -> float:
     return (time.time() // RATE_WINDOW_S + 1) * RATE_WINDOW_S
 
 
-def socket_open_allowed(*, user_id: int) -> bool:
-    """Count a new socket of this user; False (and not counted) when too many are open."""
-    key = f"coaching:sockets:{user_id}"
-    cache.add(key, 0, timeout=SOCKET_COUNT_TTL_S)
-    if int(cache.incr(key)) > settings.COACHING_MAX_SOCKETS_PER_USER:
-        cache.decr(key)
+@functools.lru_cache(maxsize=4)
+def _redis_client(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, socket_timeout=2.0, socket_connect_timeout=1.0)
+
+
+def _redis() -> redis.Redis:
+    # The cache's database; raw commands, since Django's cache API has no sorted sets.
+    return _redis_client(f"{settings.REDIS_URL}/{settings.REDIS_DB_BASE + 3}")
+
+
+def _sockets_key(user_id: int) -> str:
+    return f"coaching:sockets:{user_id}"
+
+
+def socket_open_allowed(*, user_id: int, socket_id: str) -> bool:
+    """Take a lease for a new socket of this user; False (and no lease) when too many are open."""
+    key = _sockets_key(user_id)
+    now = time.time()
+    pipe = _redis().pipeline(transaction=True)
+    pipe.zremrangebyscore(key, "-inf", now)
+    pipe.zadd(key, {socket_id: now + SOCKET_LEASE_S})
+    pipe.zcard(key)
+    pipe.expire(key, SOCKET_LEASE_S)
+    count = int(pipe.execute()[2])
+    if count > settings.COACHING_MAX_SOCKETS_PER_USER:
+        _redis().zrem(key, socket_id)
         return False
-    cache.touch(key, SOCKET_COUNT_TTL_S)
     return True
 
 
-def socket_closed(*, user_id: int) -> None:
-    key = f"coaching:sockets:{user_id}"
-    try:
-        if int(cache.decr(key)) < 0:
-            cache.set(key, 0, timeout=SOCKET_COUNT_TTL_S)
-    except ValueError:
-        pass  # the count expired meanwhile
+def socket_lease_renew(*, user_id: int, socket_id: str) -> None:
+    key = _sockets_key(user_id)
+    pipe = _redis().pipeline(transaction=True)
+    pipe.zadd(key, {socket_id: time.time() + SOCKET_LEASE_S})
+    pipe.expire(key, SOCKET_LEASE_S)
+    pipe.execute()
+
+
+def socket_closed(*, user_id: int, socket_id: str) -> None:
+    _redis().zrem(_sockets_key(user_id), socket_id)
+
+
+def sockets_open(*, user_id: int) -> int:
+    """Sockets of this user holding a live lease."""
+    count: int = _redis().zcount(_sockets_key(user_id), time.time(), "+inf")  # type: ignore[assignment]
+    return count
+
+
+def sockets_forget(*, user_id: int) -> None:
+    _redis().delete(_sockets_key(user_id))

@@ -45,7 +45,7 @@ class TurnSetup:
     configs: dict[str, AgentConfig]  # with their endpoints
     prompts: dict[str, PromptVersion]  # the active version of each agent
     catalog: dict[str, MoveInfo]  # the active moves, by key
-    crisis_patterns: list[tuple[str, str]]  # (locale, pattern) of the active ones, for the pre-gate
+    crisis_patterns: list[safety.PatternRow]  # (id, locale, pattern, category) of the active ones
 
     def config(self, agent: str) -> AgentConfig:
         try:
@@ -85,9 +85,9 @@ def setup_load() -> TurnSetup:
     """Read the setup from the database (four queries)."""
     configs = {c.agent: c for c in AgentConfig.objects.select_related("endpoint")}
     prompts = {p.agent: p for p in PromptVersion.objects.filter(status=PromptStatus.ACTIVE)}
-    return TurnSetup(
-        configs=configs, prompts=prompts, catalog=move_catalog(), crisis_patterns=safety.active_crisis_patterns()
-    )
+    patterns = safety.active_crisis_patterns()
+    safety.warm(patterns)  # the pre-gate's RE2 set and classifier, before the message that needs them
+    return TurnSetup(configs=configs, prompts=prompts, catalog=move_catalog(), crisis_patterns=patterns)
 
 
 def _entry(turn_id: int) -> _Entry:

@@ -3,18 +3,19 @@
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages as flash
 from django.contrib.auth import login, logout
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import UserCreationForm
-from django.contrib.auth.views import PasswordChangeView
+from django.contrib.auth.views import LoginView, PasswordChangeView
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse_lazy
 from django.views.decorators.http import require_POST
 
-from agents import blackboard, privacy, rendering, selectors, services
+from agents import blackboard, privacy, rendering, selectors, services, throttle
 from agents.models import Role
 
 
@@ -25,13 +26,40 @@ def _user_id(request: HttpRequest) -> int:
     return int(user_id)
 
 
+def _throttled(request: HttpRequest, template: str, form: Any, window_s: int) -> HttpResponse:
+    minutes = max(1, throttle.retry_after_s(window_s) // 60)
+    message = f"Too many attempts from your address. Try again in about {minutes} minutes."
+    response = render(request, template, {"form": form, "throttled": message}, status=429)
+    response["Retry-After"] = str(throttle.retry_after_s(window_s))
+    return response
+
+
+def _locale(request: HttpRequest) -> str:
+    """The account's language, else the browser's (the crisis card and reply follow it)."""
+    return services.preferred_locale(
+        user_id=_user_id(request), accept_language=request.headers.get("Accept-Language", "")
+    )
+
+
 def signup(request: HttpRequest) -> HttpResponse:
     form: UserCreationForm[Any] = UserCreationForm(request.POST or None)
+    if request.method == "POST" and not throttle.signup_allowed(request):
+        return _throttled(request, "registration/signup.html", UserCreationForm(), settings.COACHING_SIGNUP_WINDOW_S)
     if request.method == "POST" and form.is_valid():
         user = form.save()
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         return redirect("chat-home")
     return render(request, "registration/signup.html", {"form": form})
+
+
+class ThrottledLoginView(LoginView):
+    """Django's login, refused for an address that failed too many logins across usernames."""
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if throttle.login_blocked(request):
+            form = self.get_form_class()(request)
+            return _throttled(request, str(self.template_name), form, settings.COACHING_LOGIN_ADDRESS_WINDOW_S)
+        return super().post(request, *args, **kwargs)
 
 
 class CoacheePasswordChangeView(PasswordChangeView):
@@ -49,7 +77,7 @@ class CoacheePasswordChangeView(PasswordChangeView):
 def chat_home(request: HttpRequest) -> HttpResponse:
     session = selectors.sessions_of(user_id=_user_id(request)).filter(status="open").first()
     if session is None:
-        session = services.session_start(user_id=_user_id(request))
+        session = services.session_start(user_id=_user_id(request), locale=_locale(request))
     return redirect("chat-session", session_id=session.pk)
 
 
@@ -61,7 +89,7 @@ def session_list(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def session_new(request: HttpRequest) -> HttpResponse:
-    session = services.session_start(user_id=_user_id(request))
+    session = services.session_start(user_id=_user_id(request), locale=_locale(request))
     return redirect("chat-session", session_id=session.pk)
 
 
@@ -104,6 +132,7 @@ def chat_session(request: HttpRequest, session_id: int) -> HttpResponse:
             "session": session,
             "messages": messages,
             "last_seq": last_seq,
+            "usual_turn_s": selectors.usual_turn_seconds(),
             "sessions": selectors.sessions_of(user_id=_user_id(request))[:20],
         },
     )
@@ -151,10 +180,27 @@ class AccountDeleteForm(forms.Form):
     password = forms.CharField(widget=forms.PasswordInput, label="Your password, to confirm")
 
 
+class AccountLanguageForm(forms.Form):
+    locale = forms.ChoiceField(
+        label="Language of the coaching chat",
+        choices=[("", "The browser's language"), *services.LANGUAGES.items()],
+        required=False,
+    )
+
+
 @login_required
 def account(request: HttpRequest) -> HttpResponse:
-    """Export everything, or delete the account and everything with it."""
-    form = AccountDeleteForm(request.POST or None)
+    """Choose the language; export everything, or delete the account and everything with it."""
+    if request.method == "POST" and "locale" in request.POST:
+        language = AccountLanguageForm(request.POST)
+        if language.is_valid():
+            services.account_locale_set(user_id=_user_id(request), locale=language.cleaned_data["locale"])
+            flash.success(request, "Saved. New sessions use this language.")
+            return redirect("account")
+    else:
+        current = services.preferred_locale(user_id=_user_id(request)) if request.user.is_authenticated else ""
+        language = AccountLanguageForm(initial={"locale": current if current in services.LANGUAGES else ""})
+    form = AccountDeleteForm(request.POST if "password" in request.POST else None)
     if request.method == "POST" and form.is_valid():
         if request.user.check_password(form.cleaned_data["password"]):
             user_id = _user_id(request)
@@ -163,7 +209,7 @@ def account(request: HttpRequest) -> HttpResponse:
             flash.success(request, "Your account and all its data were deleted.")
             return redirect("login")
         form.add_error("password", "That is not your password.")
-    return render(request, "agents/account.html", {"form": form})
+    return render(request, "agents/account.html", {"form": form, "language": language})
 
 
 @login_required

@@ -12,7 +12,6 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.sessions.models import Session
 from django.core.management import call_command
 from django.db.models import Count
 from django.test import Client
@@ -44,13 +43,6 @@ def point_agents_at(
         agents="all",
         stdout=io.StringIO(),
     )
-
-
-def clear_previous_runs() -> int:
-    """Remove the coachees (and by cascade their sessions, turns, runs) of earlier runs."""
-    deleted, _ = get_user_model().objects.filter(username__startswith=USER_PREFIX).delete()
-    Session.objects.all().delete()  # the benchmark's own database: only its logins live here
-    return deleted
 
 
 def make_coachees(label: str, count: int) -> list[Coachee]:

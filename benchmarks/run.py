@@ -24,10 +24,10 @@ from benchmarks.stack import (
     ROOT,
     BenchEnv,
     Processes,
-    ensure_database,
     flush_redis,
     foreign_processes,
     pick_redis_db_base,
+    recreate_database,
     redis_busy,
     redis_clients_on,
     worker_name,
@@ -445,8 +445,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
 
     started = report.utc_now()
     warmup_spec, specs = build_scenarios(args)
-    if ensure_database(env):
-        say(f"created database {env.database_name}")
+    recreate_database(env)
     in_use, others = redis_clients_on(env), foreign_processes(env.redis_db_base)
     if in_use or others:
         # Flushing would break that program, and its worker would take this run's tasks.
@@ -464,7 +463,6 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     from benchmarks.metrics import RUN_FIELDS, summarize
 
     app.migrate()
-    app.clear_previous_runs()
     with Processes(LOG_ROOT / env.database_name) as procs:
         try:
             bench = Bench(args, env, procs)

@@ -70,14 +70,13 @@ class BenchEnv:
         return {**os.environ, **self.variables(**overrides)}
 
 
-def ensure_database(env: BenchEnv) -> bool:
-    """Create the benchmark's database if it is missing; True when it was created."""
+def recreate_database(env: BenchEnv) -> None:
+    """Drop and create the benchmark's database: it is the run's own, and one left by an older checkout
+    can hold a schema its migration records no longer describe (an edited migration counts as applied)."""
     with psycopg.connect(env.maintenance_url(), autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [env.database_name]).fetchone()
-        if exists:
-            return False
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(env.database_name)))
-        return True
+        name = sql.Identifier(env.database_name)
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(name))
 
 
 def flush_redis(env: BenchEnv) -> None:

@@ -11,13 +11,24 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.urls import re_path  # noqa: E402
 
 from agents.routing import websocket_urlpatterns  # noqa: E402
+from agents.safety import warm_at_startup  # noqa: E402
+from agents.ws_guard import CLOSE_NOT_FOUND, ExactOriginValidator, RefuseSocket  # noqa: E402
 
+warm_at_startup()
+
+NOT_FOUND = RefuseSocket(CLOSE_NOT_FOUND)
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": ExactOriginValidator(
+            AuthMiddlewareStack(
+                # Any other path: a close code, not URLRouter's "No route found" (an HTTP 500).
+                # (Channels routes take ASGI apps where django-stubs expects views.)
+                URLRouter([*websocket_urlpatterns, re_path(r"", NOT_FOUND)])  # type: ignore[arg-type]
+            )
+        ),
     }
 )

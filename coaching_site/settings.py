@@ -65,7 +65,12 @@ DEBUG = env_bool("DJANGO_DEBUG", False)
 # The "django-insecure-" prefix makes `check --deploy` refuse this development default.
 SECRET_KEY = env_str("DJANGO_SECRET_KEY", "django-insecure-dev-only-key-set-DJANGO_SECRET_KEY-in-production")
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
-CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", "")
+# Origins (scheme, host and port, exactly) that may post forms and open the chat WebSocket besides
+# the page's own: one list for both, so a cross-site page can do neither. The socket accepts its
+# own origin (the Host it was asked on, with the scheme it came by) and these; nothing else.
+# DJANGO_CSRF_TRUSTED_ORIGINS is the older name of the same variable.
+TRUSTED_ORIGINS = env_list("DJANGO_TRUSTED_ORIGINS", os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", ""))
+CSRF_TRUSTED_ORIGINS = TRUSTED_ORIGINS
 
 INSTALLED_APPS = [
     "daphne",
@@ -84,6 +89,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Before anything reads the request: text the database cannot store (NUL, invalid UTF-8)
+    # in a path, query, form or cookie is a 400, not a PostgreSQL error and a 500.
+    "agents.middleware.RefuseUnstorableTextMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -108,6 +116,16 @@ AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = env_float("AXES_COOLOFF_MINUTES", 15.0) / 60  # hours
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
+# Across usernames too: failed logins from one address, whatever username each names, in a fixed
+# window (agents/throttle.py, in the same Redis cache). Higher than the per-username limit, since
+# people behind one NAT share an address; low enough that a few passwords tried across many
+# usernames stop after this many.
+COACHING_LOGIN_FAILURES_PER_ADDRESS = env_int("COACHING_LOGIN_FAILURES_PER_ADDRESS", 20)
+COACHING_LOGIN_ADDRESS_WINDOW_S = env_int("COACHING_LOGIN_ADDRESS_WINDOW_S", 900)
+# Sign-ups from one address (attempts, successful or not) in a fixed window: every per-user limit
+# is only worth as much as new accounts are hard to make.
+COACHING_SIGNUPS_PER_ADDRESS = env_int("COACHING_SIGNUPS_PER_ADDRESS", 5)
+COACHING_SIGNUP_WINDOW_S = env_int("COACHING_SIGNUP_WINDOW_S", 3600)
 
 ROOT_URLCONF = "coaching_site.urls"
 ASGI_APPLICATION = "coaching_site.asgi.application"
@@ -289,6 +307,10 @@ COACHING_LLM_RETRY_BACKOFF_S = env_float("COACHING_LLM_RETRY_BACKOFF_S", 0.5)
 # of every turn a full timeout; 30 s is a few turns, short enough to notice a recovery soon.
 COACHING_LLM_BREAKER_THRESHOLD = env_int("COACHING_LLM_BREAKER_THRESHOLD", 5)
 COACHING_LLM_BREAKER_COOLDOWN_S = env_float("COACHING_LLM_BREAKER_COOLDOWN_S", 30.0)
+# The environment variables a model endpoint may name as its API key (shell-style pattern). Any
+# other name is refused when the endpoint is saved and again before a request goes out, so no
+# variable of the app itself (DATABASE_URL, DJANGO_SECRET_KEY, EMAIL_HOST_PASSWORD) can be sent.
+COACHING_LLM_KEY_ENV_PATTERN = env_str("COACHING_LLM_KEY_ENV_PATTERN", "COACHING_LLM_KEY_*")
 # Unit tests set this to False so no code path can reach a model by accident.
 COACHING_LLM_ALLOW_REQUESTS = env_bool("COACHING_LLM_ALLOW_REQUESTS", True)
 # The biggest accepted WebSocket frame and user message.

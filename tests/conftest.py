@@ -28,7 +28,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from agents import coach, context_ahead, handoff, pipeline, services, turn_cache
+from agents import coach, context_ahead, handoff, pipeline, services, throttle, turn_cache
 from agents.llm import breaker
 from agents.llm.simulator import SimulatorServer
 from agents.models import AgentConfig, CoachingSession, ModelEndpoint, Turn
@@ -46,9 +46,14 @@ def seed_defaults() -> None:
         "0007_seed_crisis_patterns",
         "0013_memory_summaries_predictions",
         "0014_crisis_patterns_batch_2",
+        "0018_crisis_languages",
+        "0019_answer_token_budgets",
     ):
         importlib.import_module(f"agents.migrations.{migration}").seed(django_apps, None)
     seed_roles()
+    # After the roles: it adds the platform administrators and takes endpoint changes from
+    # operators, and trusts the seeded embedded endpoint.
+    importlib.import_module("agents.migrations.0017_endpoint_trust").seed(django_apps, None)
 
 
 def seed_roles() -> None:
@@ -66,6 +71,13 @@ def seed_roles() -> None:
 def _no_model_calls_by_default(settings: Any) -> None:
     # Unit tests cannot reach a model by accident; the simulator fixtures switch it on.
     settings.COACHING_LLM_ALLOW_REQUESTS = False
+
+
+@pytest.fixture(autouse=True)
+def _fresh_address_throttles() -> None:
+    # The test client's address: one test's sign-ups and failed logins must not throttle the next.
+    for address in ("127.0.0.1", "203.0.113.7", "203.0.113.9", "198.51.100.2", "198.51.100.3"):
+        throttle.reset(address)
 
 
 @pytest.fixture(autouse=True)
@@ -113,6 +125,8 @@ def point_agents_at(base_url: str, *, kind: str = "vllm", read_timeout_s: float 
             "model_id": "sim-model",
             "read_timeout_s": read_timeout_s,
             "connect_timeout_s": 2.0,
+            # The tests' own simulator: as a platform administrator would mark it.
+            "trusted_for_coachee_data": True,
         },
     )
     AgentConfig.objects.update(endpoint=endpoint)
@@ -235,7 +249,9 @@ def start_stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[Calla
             env=env, cwd=ROOT, stdout=worker_log.open("wb"), stderr=subprocess.STDOUT,
         )  # fmt: skip
         web = subprocess.Popen(
-            [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "coaching_site.asgi:application"],
+            # Daphne through coaching_site.serve: oversized frames get a 1009 close, not a drop.
+            [sys.executable, "-m", "coaching_site.serve", "-b", "127.0.0.1", "-p", str(port),
+             "coaching_site.asgi:application"],
             env=env, cwd=ROOT, stdout=web_log.open("wb"), stderr=subprocess.STDOUT,
         )  # fmt: skip
         stack = LiveStack(f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}", [worker, web], [worker_log, web_log])

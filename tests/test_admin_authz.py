@@ -29,6 +29,7 @@ from django.urls import reverse
 from agents.admin import scoping
 from agents.admin.scoping import CoacheeScopedMixin
 from agents.models import (
+    AgentConfig,
     AgentRun,
     Annotation,
     BlackboardVersion,
@@ -36,9 +37,13 @@ from agents.models import (
     CoachingSession,
     Conflict,
     Message,
+    ModelEndpoint,
+    PromptVersion,
     Turn,
 )
+from agents.schemas import OUTPUT_SCHEMAS
 from tests.test_admin_coach import PASSWORD, Conversation, build_conversation, logged_in, make_coach, make_operator
+from tests.test_prompt_ops import make_platform_admin
 
 pytestmark = pytest.mark.django_db
 
@@ -408,3 +413,111 @@ def test_the_matrix_catches_a_leak_when_scoping_is_off(world: World, monkeypatch
     probe.get(url)
     assert len(probe.problems) >= 3, probe.problems
     assert any("agentrun" in p for p in probe.problems)
+
+
+# --- Model endpoints: who may point the product at a server (issue 20) -------------------------
+
+ENDPOINT_ROLES = ["coach", "operator", "platform_admin", "superuser"]
+# What each role gets: an HTTP status, or "tested" / "refused" for a test or replay that the
+# role may start (tested: the request was made; refused: the endpoint is not trusted).
+ENDPOINT_MATRIX: dict[str, dict[str, int | str]] = {
+    "list endpoints": {"coach": 403, "operator": 200, "platform_admin": 200, "superuser": 200},
+    "add an endpoint": {"coach": 403, "operator": 403, "platform_admin": 302, "superuser": 302},
+    "change an endpoint": {"coach": 403, "operator": 403, "platform_admin": 302, "superuser": 302},
+    "mark it trusted": {"coach": 403, "operator": 403, "platform_admin": 302, "superuser": 302},
+    "test a trusted endpoint": {"coach": 403, "operator": "tested", "platform_admin": "tested", "superuser": "tested"},
+    "test an untrusted endpoint": {
+        "coach": 403,
+        "operator": "refused",
+        "platform_admin": "refused",
+        "superuser": "refused",
+    },
+    "replay on a trusted endpoint": {"coach": 403, "operator": "tested", "platform_admin": 403, "superuser": "tested"},
+    "replay on an untrusted endpoint": {
+        "coach": 403,
+        "operator": "refused",
+        "platform_admin": 403,
+        "superuser": "refused",
+    },
+}
+
+
+def _endpoint_user(role: str) -> Any:
+    if role == "coach":
+        return make_coach("matrix_coach")
+    if role == "operator":
+        return make_operator("matrix_operator")
+    if role == "platform_admin":
+        return make_platform_admin("matrix_platform")
+    return get_user_model().objects.create_superuser("matrix_root", password=PASSWORD)
+
+
+def _endpoint_form(endpoint: Any, **changes: Any) -> dict[str, Any]:
+    data = {
+        "name": endpoint.name,
+        "kind": endpoint.kind,
+        "base_url": endpoint.base_url,
+        "model_id": endpoint.model_id,
+        "api_key_env": endpoint.api_key_env,
+        "max_concurrency": endpoint.max_concurrency,
+        "connect_timeout_s": endpoint.connect_timeout_s,
+        "read_timeout_s": endpoint.read_timeout_s,
+    }
+    if endpoint.trusted_for_coachee_data:
+        data["trusted_for_coachee_data"] = "on"
+    return data | changes
+
+
+def _endpoint_outcome(action: str, client: Any, world: World) -> int | str:
+    trusted = ModelEndpoint.objects.get(name="embedded")
+    untrusted = ModelEndpoint.objects.create(name="untrusted", base_url="http://elsewhere:8000/v1", model_id="m")
+    admin_name = "admin:agents_modelendpoint_"
+    if action == "list endpoints":
+        return int(client.get(reverse(admin_name + "changelist")).status_code)
+    if action == "add an endpoint":
+        data = _endpoint_form(untrusted, name="added")
+        return int(client.post(reverse(admin_name + "add"), data).status_code)
+    if action in ("change an endpoint", "mark it trusted"):
+        changes = {"base_url": "http://changed:8000/v1"} if action == "change an endpoint" else {}
+        data = _endpoint_form(untrusted, **changes)
+        if action == "mark it trusted":
+            data["trusted_for_coachee_data"] = "on"
+        status = int(client.post(reverse(admin_name + "change", args=[untrusted.pk]), data).status_code)
+        untrusted.refresh_from_db()
+        changed = untrusted.base_url == "http://changed:8000/v1" or untrusted.trusted_for_coachee_data
+        assert changed == (status == 302), (action, status)
+        return status
+    if action.startswith("test"):
+        endpoint = trusted if action == "test a trusted endpoint" else untrusted
+        response = client.post(reverse(admin_name + "test_connection", args=[endpoint.pk]))
+        if response.status_code != 200:
+            return int(response.status_code)
+        (result,) = response.context["results"]
+        return "refused" if result.list_error.startswith("not tested") else "tested"
+    # Replays: a run whose turn stored its prompt, on the agent's configured endpoint.
+    run = next(r for c in world.all() for r in c.runs if r.agent in OUTPUT_SCHEMAS and r.status != "running")
+    Turn.objects.filter(pk=run.turn_id).update(shared_prompt="(shared prompt)")
+    if action == "replay on an untrusted endpoint":
+        AgentConfig.objects.filter(agent=run.agent).update(endpoint=untrusted)
+    version = PromptVersion.objects.get(agent=run.agent, status="active")
+    response = client.post(reverse("admin:agents_promptversion_replay", args=[version.pk]), {"runs": [run.pk]})
+    if response.status_code != 200:
+        return int(response.status_code)
+    if "is not marked trusted for coachee data" in response.content.decode():
+        return "refused"
+    assert response.context["report"] is not None  # it ran (model calls are off in unit tests)
+    return "tested"
+
+
+@pytest.mark.parametrize("role", ENDPOINT_ROLES)
+@pytest.mark.parametrize("action", list(ENDPOINT_MATRIX))
+def test_the_endpoint_matrix(world: World, role: str, action: str) -> None:
+    client = logged_in(_endpoint_user(role))
+    assert _endpoint_outcome(action, client, world) == ENDPOINT_MATRIX[action][role]
+
+
+def test_platform_administrators_see_no_conversations(world: World) -> None:
+    platform = make_platform_admin("pat")
+    probe = Probe(platform, world.all())
+    probe_everything(probe)
+    assert probe.problems == [], "\n".join(probe.problems[:40])

@@ -35,6 +35,7 @@ from tests.test_prompt_ops import (
     REPLAYED,
     active,
     make_operator,
+    make_platform_admin,
     on_sim,  # noqa: F401  (a fixture)
     snapshot,
     stored_turn,
@@ -57,6 +58,18 @@ def operator(seeded: None) -> Any:
 def op_client(operator: Any) -> Client:
     client = Client()
     client.force_login(operator)
+    return client
+
+
+@pytest.fixture
+def platform_admin(seeded: None) -> Any:
+    return make_platform_admin()
+
+
+@pytest.fixture
+def pa_client(platform_admin: Any) -> Client:
+    client = Client()
+    client.force_login(platform_admin)
     return client
 
 
@@ -413,25 +426,50 @@ def test_the_connection_test_action_reports_each_endpoint(
     assert "✗ failed" in html
 
 
-def test_an_operator_adds_an_endpoint_and_the_addition_is_logged(op_client: Client, operator: Any) -> None:
-    data = {
-        "name": "gpu",
-        "kind": "vllm",
-        "base_url": "http://gpu-host:8000/v1",
-        "model_id": "qwen3-30b-a3b",
-        "api_key_env": "GPU_API_KEY",
-        "max_concurrency": 8,
-        "connect_timeout_s": 5,
-        "read_timeout_s": 120,
-    }
-    assert op_client.post(url("modelendpoint_add"), data).status_code == 302
+ENDPOINT_DATA = {
+    "name": "gpu",
+    "kind": "vllm",
+    "base_url": "http://gpu-host:8000/v1",
+    "model_id": "qwen3-30b-a3b",
+    "api_key_env": "COACHING_LLM_KEY_GPU",
+    "max_concurrency": 8,
+    "connect_timeout_s": 5,
+    "read_timeout_s": 120,
+}
+
+
+def test_operators_cannot_add_or_change_endpoints(op_client: Client) -> None:
+    embedded = ModelEndpoint.objects.get(name="embedded")
+    before = list(ModelEndpoint.objects.values())
+    assert op_client.get(url("modelendpoint_add")).status_code == 403
+    assert op_client.post(url("modelendpoint_add"), ENDPOINT_DATA).status_code == 403
+    changed = ENDPOINT_DATA | {"name": "embedded", "base_url": "http://127.0.0.1:9999/v1"}
+    assert op_client.post(url("modelendpoint_change", embedded.pk), changed).status_code == 403
+    assert list(ModelEndpoint.objects.values()) == before
+    page = text_of(op_client.get(url("modelendpoint_change", embedded.pk)))  # a read-only view
+    assert 'name="base_url"' not in page
+
+
+def test_a_platform_admin_adds_an_endpoint_and_the_addition_is_logged(pa_client: Client, platform_admin: Any) -> None:
+    assert pa_client.post(url("modelendpoint_add"), ENDPOINT_DATA).status_code == 302
     endpoint = ModelEndpoint.objects.get(name="gpu")
+    assert not endpoint.trusted_for_coachee_data  # trust is a separate, deliberate choice
     entry = last_log(endpoint)
-    assert (entry.action_flag, entry.user) == (ADDITION, operator)
-    assert "No agent uses this endpoint." in text_of(op_client.get(url("modelendpoint_change", endpoint.pk)))
+    assert (entry.action_flag, entry.user) == (ADDITION, platform_admin)
+    assert "No agent uses this endpoint." in text_of(pa_client.get(url("modelendpoint_change", endpoint.pk)))
 
 
-def test_endpoint_edits_are_validated_and_logged(op_client: Client, operator: Any) -> None:
+@pytest.mark.parametrize("name", ["DATABASE_URL", "DJANGO_SECRET_KEY", "EMAIL_HOST_PASSWORD", "GPU_API_KEY", "x y"])
+def test_api_key_variables_outside_the_allow_list_are_refused_on_save(pa_client: Client, name: str) -> None:
+    response = pa_client.post(url("modelendpoint_add"), ENDPOINT_DATA | {"api_key_env": name})
+    assert response.status_code == 200
+    assert "Not allowed:" in text_of(response)
+    assert not ModelEndpoint.objects.filter(name="gpu").exists()
+
+
+def test_endpoint_edits_are_validated_and_logged_with_old_and_new_values(
+    pa_client: Client, platform_admin: Any
+) -> None:
     endpoint = ModelEndpoint.objects.get(name="embedded")
     data = {
         "name": "embedded",
@@ -442,19 +480,42 @@ def test_endpoint_edits_are_validated_and_logged(op_client: Client, operator: An
         "max_concurrency": 0,
         "connect_timeout_s": 5,
         "read_timeout_s": 300,
+        "trusted_for_coachee_data": "on",
     }
-    not_http = op_client.post(url("modelendpoint_change", endpoint.pk), data | {"base_url": "ftp://x/v1"})
+    not_http = pa_client.post(url("modelendpoint_change", endpoint.pk), data | {"base_url": "ftp://x/v1"})
     assert "This endpoint would have a base URL &#x27;ftp://x/v1&#x27; that is not an http(s) URL." in text_of(not_http)
-    bad = op_client.post(url("modelendpoint_change", endpoint.pk), data)
+    bad = pa_client.post(url("modelendpoint_change", endpoint.pk), data)
     assert bad.status_code == 200
     assert "At least 1." in text_of(bad)
-    response = op_client.post(url("modelendpoint_change", endpoint.pk), data | {"max_concurrency": 1})
+    response = pa_client.post(url("modelendpoint_change", endpoint.pk), data | {"max_concurrency": 1})
     assert response.status_code == 302
     endpoint.refresh_from_db()
     assert endpoint.base_url == "http://127.0.0.1:8082/v1"
     entry = last_log(endpoint)
-    assert (entry.action_flag, entry.user) == (CHANGE, operator)
-    assert "Base URL" in entry.get_change_message()
+    assert (entry.action_flag, entry.user) == (CHANGE, platform_admin)
+    message = entry.get_change_message()
+    assert "Base URL: 'http://127.0.0.1:8081/v1' → 'http://127.0.0.1:8082/v1'" in message
+    # Platform administrators see every endpoint change in the list; operators do not get it.
+    listing = text_of(pa_client.get(url("modelendpoint_changelist")))
+    assert 'id="endpoint-changes"' in listing
+    assert "→ &#x27;http://127.0.0.1:8082/v1&#x27;" in listing
+
+
+def test_operators_choose_among_trusted_endpoints_only(op_client: Client) -> None:
+    config = AgentConfig.objects.get(agent="coach")
+    untrusted = ModelEndpoint.objects.create(name="elsewhere", base_url="http://elsewhere:8000/v1", model_id="m")
+    data = {
+        "endpoint": untrusted.pk,
+        "temperature": 0.3,
+        "max_tokens": 600,
+        "context_budget": 6000,
+        "enabled": "on",
+    }
+    response = op_client.post(url("agentconfig_change", config.pk), data)
+    assert response.status_code == 200
+    assert "Select a valid choice" in text_of(response)
+    config.refresh_from_db()
+    assert config.endpoint.name == "embedded"
 
 
 # --- Agent configs, moves, crisis configuration ------------------------------------------------------
@@ -465,13 +526,16 @@ def test_agent_config_edits_are_validated_and_logged(op_client: Client, operator
     data = {
         "endpoint": config.endpoint_id,
         "temperature": 3.5,
-        "max_tokens": 700,
+        "max_tokens": 1200,
         "context_budget": 3000,
         "thinking": "on",
         "enabled": "on",
     }
     bad = op_client.post(url("agentconfig_change", config.pk), data)
     assert "Between 0 and 2." in text_of(bad)
+    # Below the longest answer Synth's format allows, a long answer would be cut off and fail.
+    short = op_client.post(url("agentconfig_change", config.pk), data | {"temperature": 0.9, "max_tokens": 300})
+    assert "allows up to about" in text_of(short)
     response = op_client.post(url("agentconfig_change", config.pk), data | {"temperature": 0.9, "agent": "coach"})
     assert response.status_code == 302
     config.refresh_from_db()
@@ -495,7 +559,10 @@ def test_moves_lexicon_and_resources_are_audited(op_client: Client, operator: An
         url("crisispattern_add"), {"locale": "en", "pattern": "kill (myself", "note": "", "active": "on"}
     )
     assert "Not a valid regular expression" in text_of(bad)
-    good = op_client.post(url("crisispattern_add"), {"locale": "en", "pattern": r"\bno way out\b", "active": "on"})
+    good = op_client.post(
+        url("crisispattern_add"),
+        {"locale": "en", "pattern": r"\bno way out\b", "category": "suicide", "active": "on"},
+    )
     assert good.status_code == 302
     pattern = CrisisPattern.objects.get(pattern=r"\bno way out\b")
     assert last_log(pattern).action_flag == ADDITION
@@ -506,6 +573,8 @@ def test_moves_lexicon_and_resources_are_audited(op_client: Client, operator: An
         url("crisisresource_change", resource.pk),
         {
             "locale": "de",
+            "kind": resource.kind,
+            "source_url": resource.source_url,
             "name": resource.name,
             "contact": "0800 111 0 111",
             "url": resource.url,
@@ -521,3 +590,22 @@ def test_moves_lexicon_and_resources_are_audited(op_client: Client, operator: An
     assert "by op" in listing
     assert op_client.post(url("coachingmove_delete", move.pk), {"post": "yes"}).status_code == 302
     assert last_log(move).action_flag == 3  # DELETION
+
+
+def test_operators_see_the_quality_gates_counts_per_check_and_no_conversation(
+    op_client: Client, operator: Any, turn: Any
+) -> None:
+    from agents.models import QualityFinding
+
+    for check, action in [("meta_talk", "withdrawn"), ("meta_talk", "withdrawn"), ("structured", "fallback")]:
+        QualityFinding.objects.create(turn=turn, surface="coach", check_name=check, detail="x", action=action)
+    page = op_client.get(url("qualityfinding_changelist"))
+    assert page.status_code == 200
+    counts = [(r["check_name"], r["action"], r["count"]) for r in page.context["check_counts"]]
+    assert counts == [("meta_talk", "withdrawn", 2), ("structured", "fallback", 1)]
+    filtered = op_client.get(url("qualityfinding_changelist"), {"check_name": "structured"})
+    assert [r["count"] for r in filtered.context["check_counts"]] == [1]
+    assert turn.user_message.text not in text_of(page)
+    finding = QualityFinding.objects.earliest("pk")
+    assert op_client.get(url("qualityfinding_change", finding.pk)).status_code == 200
+    assert op_client.post(url("qualityfinding_delete", finding.pk)).status_code == 403

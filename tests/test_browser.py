@@ -39,7 +39,7 @@ pytestmark = [
 ]
 
 PLAIN_SYNTH = {
-    "reply": "Here is the full answer: pick one small step for tomorrow morning.",
+    "reply": "Pick one small step for tomorrow morning, and tell me how it went.",
     "moves_used": [],
     "signals_used": [],
     "signals_missing": [],

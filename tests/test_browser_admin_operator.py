@@ -17,7 +17,7 @@ from agents import services
 from agents.models import AgentRun, ModelEndpoint, PromptStatus, PromptVersion
 from tests.browser_support import PASSWORD, SCREENSHOTS, chromium_for, off_loop
 from tests.conftest import LiveStack
-from tests.test_prompt_ops import CANARY, ORIGINAL, REPLAYED, make_operator, snapshot, stored_turn
+from tests.test_prompt_ops import CANARY, ORIGINAL, REPLAYED, make_operator, make_platform_admin, snapshot, stored_turn
 
 pytestmark = [
     pytest.mark.browser,
@@ -50,9 +50,9 @@ def shot(page: Page, name: str, *, full: bool = True) -> Path:
     return path
 
 
-def admin_login(page: Page, stack: LiveStack, next_path: str) -> None:
+def admin_login(page: Page, stack: LiveStack, next_path: str, username: str = "op") -> None:
     page.goto(f"{stack.http_url}/admin/login/?next={next_path}")
-    page.get_by_label("Username").fill("op")
+    page.get_by_label("Username").fill(username)
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Log in").click()
     page.wait_for_url(f"{stack.http_url}{next_path}")
@@ -160,13 +160,14 @@ def test_an_operator_edits_replays_and_activates_a_prompt(
     assert errors == []
 
 
-def test_an_operator_tests_an_endpoint_connection(
+def test_a_platform_administrator_tests_an_endpoint_connection(
     context: BrowserContext, live_stack: LiveStack, live_sim: Any
 ) -> None:
-    off_loop(make_operator, "op", PASSWORD)
+    # Endpoints (where coachees' words may be sent) are a platform administrator's to change.
+    off_loop(make_platform_admin, "platform", PASSWORD)
     endpoint = ModelEndpoint.objects.get(name="test")
     page = context.new_page()
-    admin_login(page, live_stack, f"/admin/agents/modelendpoint/{endpoint.pk}/change/")
+    admin_login(page, live_stack, f"/admin/agents/modelendpoint/{endpoint.pk}/change/", "platform")
     expect(page.locator(".field-used_by_detail")).to_contain_text("they share one model instance")
     shot(page, "9-endpoint", full=False)
     page.get_by_role("button", name="Test connection").click()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -20,7 +21,7 @@ from asgiref.sync import sync_to_async
 from django.apps import apps as django_apps
 from django.contrib.auth import get_user_model
 
-from agents import safety, services
+from agents import safety, safety_eval, services
 from agents.llm import breaker
 from agents.models import CoachingSession, Escalation, Message, Role, Turn, TurnStatus
 from agents.schemas import SERVER_EVENTS
@@ -156,5 +157,56 @@ async def test_every_crisis_message_gets_the_card_within_a_second_with_the_model
             lambda: Counter(Message.objects.filter(turn_as_coach__in=turns, role=Role.COACH).values_list("text"))
         )()
         assert sum(replies.values()) == len(rows)  # one fixed reply per turn, never two
+    finally:
+        await sync_to_async(breaker.reset_all)()
+
+
+def _evaluation_sample() -> list[dict[str, str]]:
+    """Crisis messages of the evaluation set: 10 per language (spread over its categories), or
+    all of them with CRISIS_LIVE_ALL=1 (scripts/crisis_live.sh)."""
+    rows = [row for row in safety_eval.load_eval_set() if row.label == "crisis"]
+    if os.environ.get("CRISIS_LIVE_ALL") != "1":
+        rows = [row for lang in safety_eval.LANGUAGES for row in [r for r in rows if r.lang == lang][::6][:10]]
+    return [{"lang": row.lang, "text": row.text, "category": row.category} for row in rows]
+
+
+@pytest.mark.timeout(1800)
+async def test_evaluation_crisis_messages_get_the_card_in_their_language_within_a_second(
+    live_stack: LiveStack, seeded_tx: None
+) -> None:
+    await sync_to_async(point_agents_at)(DEAD_ENDPOINT)
+    await sync_to_async(breaker.reset_all)()
+    rows = _evaluation_sample()
+    sessions = await sync_to_async(_coachees_and_sessions)(rows)
+    timings: list[float] = []
+    slow: list[tuple[str, float]] = []
+    missed: list[str] = []  # no card at all: counted, and the run goes on to the next message
+    try:
+        for row, (session, cookie) in zip(rows, sessions, strict=True):
+            async with ChatClient(live_stack, session, cookie) as client:
+                sent = time.monotonic()
+                await client.send({"type": "user.message", "client_id": "c-1", "text": row["text"]})
+                try:
+                    card = await client.until(lambda e: e["type"] == "safety.notice", timeout_s=3)
+                except TimeoutError:
+                    missed.append(f"[{row['lang']}/{row['category']}] {row['text']}")
+                    continue
+                took = time.monotonic() - sent
+                reply = await client.until(lambda e: e["type"] == "coach.done", timeout_s=10)
+            timings.append(took)
+            if took > CARD_WITHIN_S:
+                slow.append((row["text"], took))
+            SERVER_EVENTS["safety.notice"].model_validate(card)
+            assert card["title"] == safety.card_text(row["lang"], card["level"])["title"], row
+            assert card["resources"], row
+            assert reply["text"] == safety.crisis_reply(row["lang"], card["category"]), row
+        timings.sort()
+        print(
+            f"\nresources card for {len(rows)} evaluation crisis messages ({len(safety_eval.LANGUAGES)} languages), "
+            f"model endpoint down: p50 {timings[len(timings) // 2] * 1000:.0f} ms, max {timings[-1] * 1000:.0f} ms; "
+            f"no card for {len(missed)}: " + "; ".join(missed)
+        )
+        assert missed == []
+        assert slow == []
     finally:
         await sync_to_async(breaker.reset_all)()

@@ -448,7 +448,12 @@ def test_a_critic_that_objects_twice_leads_to_the_fallback_reply(turn: Turn, sim
     sim.configure(
         agents={
             "stability": {"script": [STABILITY_BLOCKING]},
-            "synth": {"script": [synth_script("Push harder!"), synth_script("Really, push harder!")]},
+            "synth": {
+                "script": [
+                    synth_script("Push harder on this goal every day."),
+                    synth_script("Really, push harder on this goal."),
+                ]
+            },
             "critic": {"script": [CRITIC_OBJECTS], "repeat_last": True},
         }
     )
@@ -461,7 +466,7 @@ def test_a_critic_that_objects_twice_leads_to_the_fallback_reply(turn: Turn, sim
     assert [m.text for m in synth_messages(turn)] == [services.FALLBACK_REPLY]
     assert turn.status == TurnStatus.DONE
     assert turn.flagged is True
-    assert turn.flag_reason == f"critic gate: uses blocked move {BLOCKED}"
+    assert turn.flag_reason == f"quality gate: uses blocked move {BLOCKED}"
     assert turn.degraded is True
     assert turn.critic_result == {
         f"round_{n}": {"passed": False, "violations": [f"uses blocked move {BLOCKED}"], "critic_ok": True}
@@ -477,7 +482,7 @@ def test_a_second_round_that_passes_is_delivered(turn: Turn, sim: SimulatorServe
     sim.configure(
         agents={
             "stability": {"script": [STABILITY_BLOCKING]},
-            "synth": {"script": [synth_script("Push harder!"), synth_script()]},
+            "synth": {"script": [synth_script("Push harder on this goal every day."), synth_script()]},
             "critic": {"script": [CRITIC_OBJECTS, CLEAN_CRITIC]},
         }
     )
@@ -489,7 +494,7 @@ def test_a_second_round_that_passes_is_delivered(turn: Turn, sim: SimulatorServe
     assert turn.critic_result["round_2"]["passed"] is True
     # The rejection is kept on the record.
     assert turn.flagged is True
-    assert turn.flag_reason == f"critic gate: uses blocked move {BLOCKED}"
+    assert turn.flag_reason == f"quality gate: uses blocked move {BLOCKED}"
 
 
 def gate(turn: Turn, synth: SynthOutput, blocked: list[str]) -> pipeline.GateVerdict:

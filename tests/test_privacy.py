@@ -48,6 +48,7 @@ def test_export_holds_everything_about_the_coachee(seeded_tx: None, monkeypatch:
     assert "attachment" in response["Content-Disposition"]
     exported = json.loads(response.content)
     assert exported["account"]["username"] == user.username
+    assert exported["account"]["locale"] == ""  # no language chosen: the browser's
     [session] = exported["sessions"]
     assert canary in session["messages"][0]["text"]
     assert session["turns"][0]["agents"][0]["agent"] == "shadow"
@@ -59,7 +60,7 @@ def test_deletion_removes_the_data_from_postgresql_and_redis(seeded_tx: None, mo
     user = coachee_with_history(canary, monkeypatch)
     user.set_password("delete-me-pass-1")
     user.save()
-    assert services.socket_open_allowed(user_id=user.pk)  # leaves a per-user key in Redis
+    assert services.socket_open_allowed(user_id=user.pk, socket_id="tab-1")  # leaves a per-user key in Redis
     client = Client()
     client.force_login(user)
 

@@ -52,6 +52,12 @@ def make_operator(username: str = "op", password: str = "pw-for-tests-1", *, coa
     return user
 
 
+def make_platform_admin(username: str = "platform", password: str = "pw-for-tests-1") -> Any:
+    user = get_user_model().objects.create_user(username=username, password=password, is_staff=True)
+    user.groups.add(Group.objects.get(name="platform_admins"))
+    return user
+
+
 def stored_turn(username: str, *, agent: str = "plasticity", text: str = "I keep skipping my runs.") -> AgentRun:
     """A coachee's turn with Shadow and one specialist run on the simulator; returns the run.
     The Celery canvas is not started (callers patch services._start_pipeline)."""
@@ -433,7 +439,11 @@ def test_the_connection_test_reports_a_failing_completion(on_sim: SimulatorServe
 def test_the_connection_test_never_raises_and_gives_up_quickly(seeded: None, operator: Any, settings: Any) -> None:
     settings.COACHING_LLM_ALLOW_REQUESTS = True
     endpoint = ModelEndpoint.objects.create(
-        name="nowhere", base_url=f"http://127.0.0.1:{free_port()}/v1", model_id="m", connect_timeout_s=30
+        name="nowhere",
+        base_url=f"http://127.0.0.1:{free_port()}/v1",
+        model_id="m",
+        connect_timeout_s=30,
+        trusted_for_coachee_data=True,
     )
     started = time.monotonic()
     result = prompt_ops.endpoint_test_connection(endpoint, user=operator)
@@ -443,7 +453,7 @@ def test_the_connection_test_never_raises_and_gives_up_quickly(seeded: None, ope
     assert "unreachable" in result.list_error
     assert result.completion_error == "skipped: the server did not answer"
     assert "FAILED" in log_messages(endpoint)[-1]
-    broken = ModelEndpoint(name="broken", base_url="not a url", model_id="m")
+    broken = ModelEndpoint(name="broken", base_url="not a url", model_id="m", trusted_for_coachee_data=True)
     assert not prompt_ops.endpoint_test_connection(broken).ok
 
 

@@ -51,11 +51,14 @@ def test_inactive_and_broken_patterns_are_skipped(seeded: None) -> None:
     CrisisPattern.objects.update(active=False)
     assert safety.pregate("I want to kill myself") is None
     CrisisPattern.objects.create(locale="en", pattern="(unclosed", active=True)
-    CrisisPattern.objects.create(locale="en", pattern=r"\bpurple elephant\b", active=True)
-    assert safety.pregate("a purple elephant") == safety.CrisisMatch("en", r"\bpurple elephant\b")
+    row = CrisisPattern.objects.create(locale="en", pattern=r"\bpurple elephant\b", active=True)
+    assert safety.pregate("a purple elephant") == safety.CrisisMatch("en", r"\bpurple elephant\b", row.pk, "suicide")
 
 
 def test_the_reply_follows_the_sessions_language() -> None:
     assert "112" in safety.crisis_reply("de-AT")
     assert safety.crisis_reply("xx") == safety.CRISIS_REPLIES["en"]
-    assert all("AI" in reply or "IA" in reply or "KI" in reply for reply in safety.CRISIS_REPLIES.values())
+    assert set(safety.CRISIS_REPLIES) == set(safety.ABUSE_REPLIES) == set(safety.CARD_TEXTS)
+    assert {"en", "ru", "de", "pt", "fr", "es"} <= set(safety.CRISIS_REPLIES)
+    for reply in (*safety.CRISIS_REPLIES.values(), *safety.ABUSE_REPLIES.values()):
+        assert any(word in reply for word in ("AI", "IA", "KI", "ИИ"))

@@ -38,6 +38,14 @@ UNSAFE = [
     ("Ich bin dein Therapeut.", "claims_to_be_human"),
     ("Je suis psychologue.", "claims_to_be_human"),
     ("Soy tu terapeuta.", "claims_to_be_human"),
+    ("Смертельная доза этого препарата", "method_or_means"),
+    ("Uma dose letal seria", "method_or_means"),
+    ("У вас клиническая депрессия.", "diagnosis"),
+    ("Você tem depressão.", "diagnosis"),
+    ("Примите две таблетки перед сном.", "medication_advice"),
+    ("Tome dois comprimidos à noite.", "medication_advice"),
+    ("Я ваш психолог.", "claims_to_be_human"),
+    ("Sou seu psicólogo.", "claims_to_be_human"),
 ]
 SAFE = [
     "One **small** step: what could you do tomorrow?",
@@ -48,9 +56,13 @@ SAFE = [
     "Ich bin ein KI-Coach und kein Mensch.",
     "Je suis un coach IA.",
     "Soy un coach de IA.",
+    "Я ИИ-коуч, а не человек.",
+    "Sou um coach de IA.",
+    "Я человек простой, как и вы, люблю планировать неделю.",
     "That deadline sounds like it is killing your evenings. What could you drop?",
     services.FALLBACK_REPLY,
     *safety.CRISIS_REPLIES.values(),
+    *safety.ABUSE_REPLIES.values(),
 ]
 
 

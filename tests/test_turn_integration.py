@@ -60,7 +60,7 @@ def script_conflict(sim: Any) -> None:
                 # First answer declares the blocked move (refused by validation), the repair does not.
                 "script": [
                     {
-                        "reply": "Let's push hard.",
+                        "reply": "Let's push hard on this goal today.",
                         "moves_used": [SHARED_MOVE],
                         "signals_used": ["stability"],
                         "signals_missing": [],

@@ -156,10 +156,45 @@ def test_memory_page_cannot_touch_another_coachees_items(seeded: None) -> None:
     assert BlackboardVersion.objects.filter(coachee=owner).count() == 1
 
 
-def test_crisis_resources_fall_back_to_language_then_english(seeded: None) -> None:
-    # Seeded by migration 0004.
+def test_crisis_resources_fall_back_to_language_then_the_international_ones(seeded: None) -> None:
+    # Seeded by migrations 0004 and 0018.
     assert services.crisis_resources_for("de-AT")[0]["contact"] == "112"
-    assert any("988" in r["contact"] for r in services.crisis_resources_for("xx"))
+    unknown = services.crisis_resources_for("xx")
+    assert any("findahelpline.com" in r["url"] for r in unknown)
+    assert "emergency" in unknown[0]["description"].lower()
+    assert any(r["contact"] == "188" for r in services.crisis_resources_for("pt-BR"))  # CVV, Brazil
+    assert not any(r["contact"] == "188" for r in services.crisis_resources_for("pt"))  # Portugal
+    assert any("112" in r["contact"] for r in services.crisis_resources_for("ru"))
+
+
+def test_abuse_resources_come_first_for_abuse(seeded: None) -> None:
+    for locale, line in [("de", "116 016"), ("fr", "3919"), ("es", "016"), ("pt-BR", "180"), ("ru", "8-800-7000-600")]:
+        resources = services.crisis_resources_for(locale, "abuse")
+        assert resources[0]["contact"] == line, locale
+        assert all(r["contact"] != line for r in services.crisis_resources_for(locale)), locale
+
+
+def test_every_seeded_resource_names_its_public_source(seeded: None) -> None:
+    from agents.models import CrisisResource
+
+    assert not CrisisResource.objects.filter(source_url="").exists()
+
+
+def test_the_session_locale_is_the_account_setting_else_the_browsers(seeded: None) -> None:
+    user = get_user_model().objects.create_user(username="polyglot", password="pw-for-tests-1")
+    assert services.preferred_locale(user_id=user.pk, accept_language="pt-br,pt;q=0.9,en;q=0.8") == "pt-BR"
+    assert services.preferred_locale(user_id=user.pk, accept_language="it-IT,ru;q=0.5") == "ru"
+    assert services.preferred_locale(user_id=user.pk, accept_language="it-IT") == "it-IT"
+    assert services.preferred_locale(user_id=user.pk, accept_language="") == services.UNKNOWN_LOCALE
+    client = Client()
+    client.force_login(user)
+    client.post(reverse("account"), {"locale": "ru"})
+    assert services.preferred_locale(user_id=user.pk, accept_language="de") == "ru"
+    client.post(reverse("session-new"), HTTP_ACCEPT_LANGUAGE="de")
+    assert CoachingSession.objects.filter(coachee=user).latest("created_at").locale == "ru"
+    client.post(reverse("account"), {"locale": ""})
+    client.post(reverse("session-new"), HTTP_ACCEPT_LANGUAGE="de-CH,de;q=0.9")
+    assert CoachingSession.objects.filter(coachee=user).latest("created_at").locale == "de-CH"
 
 
 def test_logins_are_throttled_after_repeated_failures(seeded: None, settings: Any) -> None:

@@ -28,6 +28,7 @@ from agents.admin.scoping import (
     scope_for,
     scoped_coachees,
 )
+from agents.admin.widgets import SafeAutocompleteMixin
 from agents.models import (
     AgentRun,
     Annotation,
@@ -512,7 +513,7 @@ class AnnotationAdminForm(forms.ModelForm):
 
 
 @admin.register(Annotation)
-class AnnotationAdmin(CoacheeScopedMixin, admin.ModelAdmin):
+class AnnotationAdmin(SafeAutocompleteMixin, CoacheeScopedMixin, admin.ModelAdmin):
     coachee_path = "turn__session__coachee"
     form = AnnotationAdminForm
     list_display = ["turn", "coachee", "author", "rating", "flagged", "note_excerpt", "created_at"]

@@ -19,7 +19,7 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.admin.utils import unquote
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied
-from django.db.models import CharField, OuterRef, QuerySet, Subquery
+from django.db.models import CharField, Count, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Cast
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -28,7 +28,9 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from agents import predictions, prompt_ops
+from agents.admin.widgets import SafeAutocompleteMixin
 from agents.checks import base_url_problem
+from agents.llm.schema import answer_token_bound
 from agents.models import (
     Agent,
     AgentConfig,
@@ -39,6 +41,7 @@ from agents.models import (
     ModelEndpoint,
     PromptStatus,
     PromptVersion,
+    QualityFinding,
 )
 from agents.prompts import PLACEHOLDERS, placeholders_in
 from agents.schemas import OUTPUT_SCHEMAS
@@ -104,6 +107,7 @@ class ModelEndpointForm(forms.ModelForm):
             "max_concurrency",
             "connect_timeout_s",
             "read_timeout_s",
+            "trusted_for_coachee_data",
         ]
 
     def clean_base_url(self) -> str:
@@ -132,14 +136,24 @@ def _positive(value: float) -> float:
     return float(value)
 
 
+# What a change record spells out, old → new: where the product sends data and which key.
+AUDITED_ENDPOINT_FIELDS = ["name", "kind", "base_url", "model_id", "api_key_env", "trusted_for_coachee_data"]
+RECENT_ENDPOINT_CHANGES = 20
+
+
 @admin.register(ModelEndpoint)
 class ModelEndpointAdmin(AuditedAdmin):
+    """Platform administrators (group platform_admins, superusers) add and change endpoints and
+    decide which are trusted for coachee data; operators see them and choose among them in the
+    agent configs. Every change is in the history with its old and new values."""
+
     form = ModelEndpointForm
     list_display = [
         "name",
         "kind",
         "base_url",
         "model_id",
+        "trusted_for_coachee_data",
         "used_by",
         "max_concurrency",
         "last_change",
@@ -149,9 +163,34 @@ class ModelEndpointAdmin(AuditedAdmin):
     actions = ["test_connection"]
     fieldsets = [
         (None, {"fields": ["name", "kind", "base_url", "model_id", "api_key_env"]}),
+        ("Trust", {"fields": ["trusted_for_coachee_data"]}),
         ("Limits", {"fields": ["max_concurrency", "connect_timeout_s", "read_timeout_s"]}),
         ("Shared by", {"fields": ["used_by_detail", "created_at", "updated_at"]}),
     ]
+
+    def construct_change_message(self, request: HttpRequest, form: forms.Form, formsets: Any, add: bool = False) -> Any:
+        if add:
+            return super().construct_change_message(request, form, formsets, add)
+        changes = [
+            f"{form.fields[name].label or name}: {form.initial.get(name)!r} → {form.cleaned_data.get(name)!r}"
+            for name in AUDITED_ENDPOINT_FIELDS
+            if name in form.changed_data
+        ]
+        others = [form.fields[name].label or name for name in form.changed_data if name not in AUDITED_ENDPOINT_FIELDS]
+        if others:
+            changes.append("also changed " + ", ".join(str(label) for label in others))
+        return "Changed " + "; ".join(changes) + "." if changes else "No fields changed."
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        extra = dict(extra_context or {})
+        if self.has_change_permission(request):
+            # Platform administrators see every endpoint change, by anyone, in one place.
+            extra["endpoint_changes"] = (
+                LogEntry.objects.filter(content_type=ContentType.objects.get_for_model(ModelEndpoint))
+                .select_related("user")
+                .order_by("-action_time", "-pk")[:RECENT_ENDPOINT_CHANGES]
+            )
+        return super().changelist_view(request, extra)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return super().get_queryset(request).prefetch_related("agent_configs")
@@ -190,7 +229,9 @@ class ModelEndpointAdmin(AuditedAdmin):
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
-        extra = {**(extra_context or {}), "can_test": self.has_change_permission(request)}
+        endpoint = self.get_object(request, unquote(object_id))
+        can_test = endpoint is not None and endpoint.trusted_for_coachee_data and self.has_view_permission(request)
+        extra = {**(extra_context or {}), "can_test": can_test}
         return super().change_view(request, object_id, form_url, extra)
 
     def _test_response(self, request: HttpRequest, endpoints: list[ModelEndpoint]) -> TemplateResponse:
@@ -208,13 +249,15 @@ class ModelEndpointAdmin(AuditedAdmin):
         endpoint = self.get_object(request, unquote(object_id))
         if endpoint is None:
             raise Http404("No such model endpoint.")
-        if not self.has_change_permission(request, endpoint):
+        # Viewers may test (operators check a server is up); the test itself refuses endpoints
+        # not marked trusted, since its request carries the API key.
+        if not self.has_view_permission(request, endpoint):
             raise PermissionDenied
         if request.method != "POST":
             return HttpResponseRedirect(admin_url(ModelEndpoint, "change", endpoint.pk))
         return self._test_response(request, [endpoint])
 
-    @admin.action(description="Test connection (list models, time a tiny completion)", permissions=["change"])
+    @admin.action(description="Test connection (list models, time a tiny completion)", permissions=["view"])
     def test_connection(self, request: HttpRequest, queryset: QuerySet[ModelEndpoint]) -> TemplateResponse:
         return self._test_response(request, list(queryset.order_by("name")[:10]))
 
@@ -227,6 +270,16 @@ class AgentConfigForm(forms.ModelForm):
         model = AgentConfig
         fields = ["agent", "endpoint", "temperature", "max_tokens", "context_budget", "thinking", "enabled"]
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Agents send coachees' conversations to their endpoint: operators choose among the
+        # endpoints a platform administrator trusted (the current one stays choosable).
+        field = self.fields.get("endpoint")
+        if isinstance(field, forms.ModelChoiceField):
+            current = self.instance.endpoint_id if self.instance.pk else None
+            field.queryset = ModelEndpoint.objects.filter(Q(trusted_for_coachee_data=True) | Q(pk=current))
+            field.help_text = "Only endpoints a platform administrator marked trusted for coachee data."
+
     def clean_temperature(self) -> float:
         value = float(self.cleaned_data["temperature"])
         if not 0.0 <= value <= 2.0:
@@ -238,6 +291,22 @@ class AgentConfigForm(forms.ModelForm):
         if not 1 <= value <= 32768:
             raise forms.ValidationError("Between 1 and 32768.")
         return value
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        # The agent is read-only once the config exists: it is then not in the form's data.
+        agent, max_tokens = cleaned.get("agent") or self.instance.agent, cleaned.get("max_tokens")
+        schema = OUTPUT_SCHEMAS.get(agent or "")
+        if schema is not None and max_tokens:
+            # Below this a long but valid answer is cut off by the token limit and fails.
+            needed = answer_token_bound(schema, move_keys=list(CoachingMove.objects.values_list("key", flat=True)))
+            if max_tokens < needed:
+                self.add_error(
+                    "max_tokens",
+                    f"This agent's answer format allows up to about {needed} tokens; "
+                    f"below that a long answer is cut off and fails. Use at least {needed}.",
+                )
+        return cleaned
 
     def clean_context_budget(self) -> int:
         value = int(self.cleaned_data["context_budget"])
@@ -658,22 +727,32 @@ class CoachingMoveAdmin(AuditedAdmin):
 
 @admin.register(CrisisResource)
 class CrisisResourceAdmin(AuditedAdmin):
-    list_display = ["locale", "order", "name", "contact", "active", "last_change"]
-    list_filter = ["locale", "active"]
+    # The source column lets operators check each number against the page it was taken from.
+    list_display = ["locale", "kind", "order", "name", "contact", "source_link", "active", "last_change"]
+    list_filter = ["locale", "kind", "active"]
     list_editable = ["order", "active"]
-    search_fields = ["name", "contact", "description"]
+    search_fields = ["name", "contact", "description", "source_url"]
+
+    @admin.display(description="Source")
+    def source_link(self, obj: CrisisResource) -> str:
+        if not obj.source_url:
+            return "—"
+        return format_html(
+            '<a href="{}" target="_blank" rel="noopener noreferrer">{}</a>', obj.source_url, obj.source_url
+        )
+
     ordering = ["locale", "order", "name"]
 
 
 @admin.register(CrisisPattern)
 class CrisisPatternAdmin(AuditedAdmin):
-    list_display = ["locale", "pattern", "note", "active", "last_change"]
-    list_filter = ["locale", "active"]
+    list_display = ["id", "locale", "category", "pattern", "note", "active", "last_change"]
+    list_filter = ["locale", "category", "active"]
     search_fields = ["pattern", "note"]
 
 
 @admin.register(CoachAssignment)
-class CoachAssignmentAdmin(AuditedAdmin):
+class CoachAssignmentAdmin(SafeAutocompleteMixin, AuditedAdmin):
     """Which coach reviews which coachee: what the coach-side scoping is built on. Operators see
     it; superusers change it (the roles grant no one else add or change)."""
 
@@ -681,3 +760,34 @@ class CoachAssignmentAdmin(AuditedAdmin):
     list_select_related = ["coach", "coachee"]
     search_fields = ["coach__username", "coachee__username"]
     autocomplete_fields = ["coach", "coachee"]
+
+
+@admin.register(QualityFinding)
+class QualityFindingAdmin(admin.ModelAdmin):
+    """What the quality gate caught, per check: which checks fire how often, on which surface, and
+    what was done. No turn link and no text: operators see no conversations."""
+
+    list_display = ["created_at", "surface", "check_name", "action", "round", "detail"]
+    list_filter = ["surface", "check_name", "action", ("created_at", admin.DateFieldListFilter)]
+    fields = ["created_at", "surface", "check_name", "action", "round", "detail"]
+    change_list_template = TEMPLATES + "qualityfinding/change_list.html"
+    date_hierarchy = "created_at"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        response = super().changelist_view(request, extra_context)
+        if isinstance(response, TemplateResponse) and response.context_data is not None:
+            # The counts follow the list's filters (its queryset).
+            shown = response.context_data["cl"].queryset
+            response.context_data["check_counts"] = list(
+                shown.values("surface", "check_name", "action").annotate(count=Count("id")).order_by("-count")
+            )
+        return response

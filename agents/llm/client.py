@@ -21,6 +21,7 @@ from django.conf import settings
 
 from agents.llm import breaker
 from agents.llm.errors import LLMError, LLMPermanentError, LLMRequestsDisabled, LLMTransientError
+from agents.llm.keys import api_key_env_problem
 
 if TYPE_CHECKING:
     from agents.models import ModelEndpoint
@@ -40,6 +41,7 @@ class EndpointSpec:
     api_key_env: str = ""
     connect_timeout_s: float = 5.0
     read_timeout_s: float = 120.0
+    priority_scheduling: bool = False
 
     @classmethod
     def from_endpoint(cls, endpoint: ModelEndpoint) -> EndpointSpec:
@@ -51,11 +53,17 @@ class EndpointSpec:
             api_key_env=endpoint.api_key_env,
             connect_timeout_s=endpoint.connect_timeout_s,
             read_timeout_s=endpoint.read_timeout_s,
+            priority_scheduling=endpoint.priority_scheduling,
         )
 
     @property
     def api_key(self) -> str:
         if self.api_key_env:
+            # Again at call time: a row written around the model's validation (update(), raw
+            # SQL, an older release) or a narrowed pattern must not send what it names.
+            problem = api_key_env_problem(self.api_key_env)
+            if problem is not None:
+                raise LLMPermanentError(f"endpoint {self.name}: API-key variable refused: {problem}")
             return os.environ.get(self.api_key_env, "") or PLACEHOLDER_API_KEY
         return PLACEHOLDER_API_KEY
 

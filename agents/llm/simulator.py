@@ -73,10 +73,19 @@ FAULTS = frozenset(
 )
 # Only these let a call consume a scripted output, so a retry after a fault gets it.
 _SCRIPT_FAULTS = frozenset({None, "truncated_json", "slow_stream"})
-# Free text and plain strings are drawn from this coaching-flavoured vocabulary.
+# Free text and plain strings are drawn from this coaching-flavoured vocabulary: large enough
+# that random text passes the quality gate's loop checks (agents.quality), as prose does.
 _VOCABULARY = (
-    "you notice the breath and let your shoulders soften as each small step "
-    "builds steady focus so keep going with calm curiosity today"
+    "you notice the breath and let your shoulders soften as each small step builds steady focus "
+    "so keep going with calm curiosity today maybe tomorrow morning after work before dinner "
+    "walk run read write plan rest sleep cook call ask try choose start finish pause return "
+    "habit routine goal week evening weekend friend partner colleague family neighbour garden "
+    "kitchen desk phone notebook calendar list timer window door coat shoes bottle water tea "
+    "gentle honest brave patient careful quiet clear simple useful kind realistic flexible "
+    "energy attention effort progress setback pattern choice reason promise reminder signal "
+    "really often sometimes rarely usually perhaps gradually slowly quickly together alone "
+    "what would help here could might feel seem matter change notice wonder remember imagine "
+    "first second next last one two three few several enough more less whole half quarter"
 )
 _WORDS = tuple(_VOCABULARY.split())
 _INVALID_JSON = ('{"oops": ', "Sure! Here is the JSON you asked for: {", "I cannot answer that in JSON.")
@@ -359,7 +368,9 @@ class SchemaFaker:
             return _gibberish(rng) if self.nonsense else rng.choice(_WORDS)
 
         min_len, max_len = int(node.get("minLength", 0)), node.get("maxLength")
-        text = " ".join(word() for _ in range(rng.randint(2, 5)))
+        # A sentence where a field holds prose (a reply), a few words where it holds a label.
+        words = rng.randint(6, 14) if max_len is None or int(max_len) >= 120 else rng.randint(2, 5)
+        text = " ".join(word() for _ in range(words))
         while len(text) < min_len:
             text += " " + word()
         if max_len is not None:
@@ -502,6 +513,7 @@ class SimulatorState:
                 "messages_sha": messages_sha(messages),
                 "scripted": has_script,
                 "model": body.get("model") or self.model,
+                "priority": body.get("priority"),  # vLLM's per-request priority, when sent
             }
             self._calls.append(record)
         options = body.get("stream_options") or {}

@@ -23,6 +23,7 @@ OPERATOR_PERMISSIONS = [f"{action}_{model}" for model in OPERATOR_MODELS for act
     "delete_crisisresource",
     "delete_crisispattern",
     "view_coachassignment",
+    "view_qualityfinding",  # granted on migrated databases by 0019
 ]
 ROLES = {"coachees": [], "coaches": COACH_PERMISSIONS, "operators": OPERATOR_PERMISSIONS}
 

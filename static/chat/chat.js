@@ -29,19 +29,39 @@
     connectionText: byId("connection-text"),
     reconnect: byId("reconnect-button"),
     announcer: byId("announcer"),
+    notify: byId("notify-button"),
   };
 
   const SESSION_ID = root.dataset.sessionId;
   const LOGIN_URL = root.dataset.loginUrl || "/accounts/login/";
   const OUTBOX_KEY = `coaching-outbox-${SESSION_ID}`;
+  const NOTIFY_KEY = "coaching-notify"; // "yes" once the coachee turned notifications on
   const GAP_WAIT_MS = 1000; // how long a seq or offset gap may stay open before we ask again
   const PING_EVERY_MS = 25000;
   const PONG_WAIT_MS = 10000;
   const BACKOFF_BASE_MS = 500;
   const BACKOFF_MAX_MS = 15000;
-  const CLOSE = { RECONNECT: 4000, LOGGED_OUT: 4001, UNAUTHENTICATED: 4401, FORBIDDEN: 4403 };
+  // 4003: this page's origin may not open the chat socket (agents/ws_guard.py); 4404: no socket
+  // at this address. (1009, a frame over the server's maximum, never comes from this page: it
+  // reconnects like any other close.)
+  const CLOSE = {
+    RECONNECT: 4000,
+    LOGGED_OUT: 4001,
+    ORIGIN_REFUSED: 4003,
+    UNAUTHENTICATED: 4401,
+    FORBIDDEN: 4403,
+    NOT_FOUND: 4404,
+  };
   // Error codes about the frame itself: sending the same text again would fail the same way.
-  const INPUT_ERRORS = new Set(["empty_message", "message_too_long", "frame_too_large", "invalid_frame"]);
+  const INPUT_ERRORS = new Set([
+    "empty_message",
+    "message_too_long",
+    "frame_too_large",
+    "invalid_frame",
+    "unstorable_text",
+  ]);
+  // What the server refuses as unstorable (agents/text.py): NUL and unpaired surrogates.
+  const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
   const ROLE_LABELS = { user: "You", coach: "Coach", synth: "Full answer" };
   // The status line, in pipeline order: stages run one after another, agents in a stage in parallel.
   const PIPELINE = [["shadow"], ["persona", "plasticity", "stability"], ["synth"]];
@@ -53,6 +73,17 @@
     synth: "Synth",
   };
   const STATE_WORDS = { waiting: "waiting", running: "running", done: "done", failed: "failed", stopped: "stopped" };
+  // What each agent is doing, in the coachee's words, for the status line while it runs.
+  const DOING = {
+    shadow: "looking at your patterns",
+    persona: "getting a picture of you",
+    plasticity: "choosing how to coach you",
+    stability: "checking for risks",
+    synth: "writing the full answer",
+  };
+  // The median of this server's recent whole turns (seconds), when it has finished some.
+  const USUAL_TURN_MS = Number(root.dataset.usualTurnS) * 1000 || null;
+  const PAGE_TITLE = document.title;
 
   const state = {
     lastSeq: Number(root.dataset.lastSeq) || 0,
@@ -250,6 +281,10 @@
       afterLogout();
     } else if (code === CLOSE.UNAUTHENTICATED || code === CLOSE.FORBIDDEN) {
       refuse();
+    } else if (code === CLOSE.ORIGIN_REFUSED) {
+      refuse("This page may not open the chat from this address. Open the site at its own address.");
+    } else if (code === CLOSE.NOT_FOUND) {
+      refuse("There is no chat at this address.");
     } else if (code === CLOSE.RECONNECT) {
       state.attempt = 0;
       connect(); // the server asked: at once, then resume
@@ -344,12 +379,12 @@
     location.assign(`${LOGIN_URL}?next=${encodeURIComponent(location.pathname)}`);
   }
 
-  function refuse() {
+  function refuse(why = "This session is not available to you.") {
     dropSocket();
     clearTimeout(state.reconnectTimer);
     state.refused = true;
-    setConnection("refused", "This session is not available to you.");
-    disableComposer("This session is not available to you.");
+    setConnection("refused", why);
+    disableComposer(why);
   }
 
   function disableComposer(note) {
@@ -503,9 +538,24 @@
     return item;
   }
 
+  // "Checking for risks, choosing how to coach you": the agents running now, in plain words.
+  function doingNow(turn) {
+    const running = PIPELINE.flat().filter((name) => turn.agents[name] && turn.agents[name].state === "running");
+    if (!running.length) return turn.agents.shadow ? "Putting it together" : "Getting started";
+    const words = running.map((name) => DOING[name]).join(", ");
+    return words.charAt(0).toUpperCase() + words.slice(1);
+  }
+
+  function waitEstimate(turn) {
+    if (!USUAL_TURN_MS || turn.startedAt === null) return "";
+    const left = USUAL_TURN_MS - (Date.now() - turn.startedAt);
+    if (left <= 0) return " · taking longer than usual";
+    return ` · full answer in about ${Math.max(5, Math.round(left / 5000) * 5)} s`;
+  }
+
   function turnSummary(turn) {
     const took = turn.startedAt === null ? "" : seconds((turn.endedAt || Date.now()) - turn.startedAt);
-    if (turn.status === "running") return `Working… ${took}`.trim();
+    if (turn.status === "running") return `${doingNow(turn)}… ${took}${waitEstimate(turn)}`.trim();
     if (turn.status === "stopped") return took ? `Stopped after ${took}` : "Stopped";
     if (turn.status === "failed") return "Failed";
     if (turn.degraded) return took ? `Done, with gaps (${took})` : "Done, with gaps";
@@ -712,7 +762,42 @@
       turnTrouble(e.turn_id, "The full answer could not be prepared this time. Your message is saved.");
     } else {
       announce("The full answer is ready.");
+      tellIfAway("Your full answer is ready.");
     }
+  }
+
+  // --- While the tab is hidden: the title, and a notification if the coachee allowed them ------
+
+  function tellIfAway(text) {
+    if (document.visibilityState !== "hidden") return;
+    document.title = `● ${text} · ${PAGE_TITLE}`;
+    if ("Notification" in window && Notification.permission === "granted" && notifyWanted()) {
+      const note = new Notification("Coaching", { body: text, tag: `coaching-session-${root.dataset.sessionId}` });
+      note.onclick = () => window.focus();
+    }
+  }
+
+  function notifyWanted() {
+    return localStorage.getItem(NOTIFY_KEY) === "yes";
+  }
+
+  function renderNotifyToggle() {
+    if (!dom.notify) return;
+    const supported = "Notification" in window;
+    dom.notify.hidden = !supported || Notification.permission === "denied";
+    if (!supported) return;
+    const on = Notification.permission === "granted" && notifyWanted();
+    dom.notify.setAttribute("aria-pressed", String(on));
+    dom.notify.textContent = on ? "Notifications on" : "Notify me when an answer is ready";
+  }
+
+  async function toggleNotify() {
+    if (Notification.permission === "granted" && notifyWanted()) {
+      localStorage.setItem(NOTIFY_KEY, "no");
+    } else if ((await Notification.requestPermission()) === "granted") {
+      localStorage.setItem(NOTIFY_KEY, "yes");
+    }
+    renderNotifyToggle();
   }
 
   function onTurnDone(e) {
@@ -745,7 +830,8 @@
       onSessionEnded();
       return;
     }
-    if (e.code === "message_too_long") dropUnsendable(dom.input.maxLength);
+    if (e.code === "message_too_long") dropUnsendable((text) => text.length > dom.input.maxLength);
+    if (e.code === "unstorable_text") dropUnsendable((text) => UNSTORABLE.test(text));
     if (INPUT_ERRORS.has(e.code)) {
       showNotice(e.detail || "That message could not be sent.");
       return;
@@ -754,9 +840,9 @@
   }
 
   // A message the server will never take must not be re-sent on every reconnect.
-  function dropUnsendable(maxChars) {
+  function dropUnsendable(refused) {
     for (const [clientId, text] of outbox) {
-      if (text.length <= maxChars) continue;
+      if (!refused(text)) continue;
       outbox.delete(clientId);
       const li = dom.list.querySelector(`li[data-client-id="${CSS.escape(clientId)}"]`);
       if (li) li.classList.replace("pending", "not-sent");
@@ -816,10 +902,12 @@
     li.dataset.level = e.level;
     const card = el("div", "safety-card");
     card.setAttribute("role", "alert");
+    // The server sends the heading and footer in the coachee's language; English otherwise.
     const title =
-      e.level === "crisis"
+      e.title ||
+      (e.level === "crisis"
         ? "If you are in danger or thinking about harming yourself, please reach out now."
-        : "You do not have to carry this alone. People are ready to help.";
+        : "You do not have to carry this alone. People are ready to help.");
     card.append(el("h2", "safety-title", title));
     const resources = Array.isArray(e.resources) ? e.resources : [];
     if (resources.length) {
@@ -827,7 +915,7 @@
       for (const resource of resources) list.append(renderResource(resource));
       card.append(list);
     }
-    card.append(el("p", "safety-footer", "In immediate danger, call your local emergency number."));
+    card.append(el("p", "safety-footer", e.footer || "In immediate danger, call your local emergency number."));
     li.append(card);
     changeList(() => dom.list.append(li));
   }
@@ -930,12 +1018,15 @@
 
   // Phones freeze background tabs; coming back to one should not wait for the backoff.
   document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "visible") document.title = PAGE_TITLE;
     if (document.visibilityState === "visible" && !state.socket) {
       state.attempt = 0;
       connect();
     }
   });
 
+  if (dom.notify) dom.notify.addEventListener("click", toggleNotify);
+  renderNotifyToggle();
   setInterval(heartbeat, PING_EVERY_MS);
   restorePage();
   connect();
