@@ -106,6 +106,29 @@ def test_the_classifier_explains_itself() -> None:
     assert crisis_model.classify("can we plan my week so there is time for the gym") is None
 
 
+EVERYDAY_SHORT = [
+    line
+    for line in (Path(__file__).parent / "data" / "everyday_short.txt").read_text(encoding="utf-8").splitlines()
+    if line and not line.startswith("#")
+]
+
+
+def test_short_everyday_lines_never_bring_the_card(seeded: None) -> None:
+    # "Tell me everything." once scored 0.95 "suicide" on first-person n-grams alone.
+    patterns = safety.active_crisis_patterns()
+    flagged = [text for text in EVERYDAY_SHORT if safety.assess(text, patterns) is not None]
+    assert flagged == []
+    _, _, training = crisis_model.read_training_data()
+    assert not {_normalised(t) for t in training} & {_normalised(t) for t in EVERYDAY_SHORT}
+
+
+def test_the_classifier_leaves_a_short_message_to_the_patterns() -> None:
+    four_words = "i want to die"
+    assert len(four_words.split()) < crisis_model.MIN_WORDS
+    assert crisis_model.classify(four_words) is None
+    assert safety.pregate(four_words, safety_eval.seeded_patterns()) is not None
+
+
 class _Scores:
     """A detector with fixed scores by text, to check the decision rule itself."""
 

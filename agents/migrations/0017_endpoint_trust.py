@@ -29,9 +29,12 @@ def _permissions(apps, codenames):
 def seed(apps, schema_editor):
     """Idempotent; also run by the tests' seed_defaults after a flush."""
     for app_config in apps.get_app_configs():
-        app_config.models_module = True
+        # A migration's app states have no models module, which create_permissions skips; the
+        # real registry (the tests call this seed) keeps its own.
+        models_module = getattr(app_config, "models_module", None)
+        app_config.models_module = models_module or True
         create_permissions(app_config, apps=apps, verbosity=0)
-        app_config.models_module = None
+        app_config.models_module = models_module
     Group = apps.get_model("auth", "Group")
     for name, codenames in ROLES.items():
         group, _ = Group.objects.get_or_create(name=name)
