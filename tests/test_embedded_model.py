@@ -25,7 +25,7 @@ import openai
 import pytest
 from asgiref.sync import sync_to_async
 
-from agents import quality
+from agents import quality, reply_gate
 from agents.llm import embedded
 from agents.llm.client import EndpointSpec
 from agents.llm.schema import WIDEST_ID, answer_token_bound, json_schema_for
@@ -338,11 +338,15 @@ async def test_whole_turns_on_the_real_engine(start_stack: Any, vllm_url: str, s
 
 
 def shown_texts(turns: list[Turn]) -> list[tuple[str, quality.Expectations]]:
+    """What each turn showed its coachee, with the wording the gate judged it against: the
+    system's own (the fenced transcript may be quoted back). The fixed fallbacks are ours, and
+    a second turn's prompt quotes the first one's."""
+    fallbacks = set(reply_gate.FALLBACK_REPLIES.values())
     shown = []
     for turn in Turn.objects.filter(pk__in=[t.pk for t in turns]).select_related("coach_message", "synth_message"):
-        expect = quality.Expectations(wording=(turn.shared_prompt,))
+        expect = quality.Expectations(wording=reply_gate.system_wording([turn.shared_prompt]))
         for message in (turn.coach_message, turn.synth_message):
-            if message is not None and message.status != MessageStatus.WITHDRAWN:
+            if message is not None and message.status != MessageStatus.WITHDRAWN and message.text not in fallbacks:
                 shown.append((message.text, expect))
     return shown
 
