@@ -46,7 +46,14 @@ from tests.conftest import (
 )
 from tests.schema_support import compact, longest_example
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.timeout(1200)]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.integration,
+    pytest.mark.timeout(1200),
+    # Every test of the module transactional: pytest-django runs database tests of each kind
+    # together, which split this module into three groups and started vLLM three times (~100 s each).
+    pytest.mark.django_db(transaction=True),
+]
 
 # Set by `make test` (scripts/lib.sh ensure_engine); COACHING_TEST_VLLM_URL reuses a server that
 # is already running (while working on these tests: a start costs minutes).
@@ -119,7 +126,6 @@ LONG_PREFIX = "\n".join(
 )
 
 
-@pytest.mark.django_db
 def test_the_tokenize_route_counts_with_the_models_own_tokenizer(vllm_url: str, settings: Any) -> None:
     settings.COACHING_LLM_ALLOW_REQUESTS = True
     text = "Ich möchte dreimal pro Woche laufen gehen, aber die Arbeit kommt immer dazwischen."
@@ -275,7 +281,6 @@ CONVERSATIONS = [
 JSON_AGENTS = {"shadow", "persona", "plasticity", "stability", "synth", "critic"}
 
 
-@pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("close_thread_connections")
 async def test_whole_turns_on_the_real_engine(start_stack: Any, vllm_url: str, settings: Any) -> None:
     """Several coachees at once, two turns each: every JSON agent's output validates, counted
