@@ -117,9 +117,9 @@ class Fitted:
     distress: LogisticRegression
 
 
-def fit(texts: list[str], labels: list[str], *, c: float = 10.0, ngrams: tuple[int, int] = (2, 5)) -> Fitted:
+def fit(texts: list[str], labels: list[str], *, c: float = 10.0) -> Fitted:
     vectorizer = TfidfVectorizer(
-        analyzer="char_wb", ngram_range=ngrams, sublinear_tf=True, preprocessor=model_text, dtype=np.float32
+        analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True, preprocessor=model_text, dtype=np.float32
     )
     features = vectorizer.fit_transform(texts)
     is_crisis = np.array([label in CATEGORIES for label in labels])
