@@ -3,8 +3,9 @@ coachees' conversations and annotate them; operators change configuration. Super
 Which rows a coach may see is enforced in the admin (agents/admin/scoping.py), not by these
 model permissions alone."""
 
-from django.contrib.auth.management import create_permissions
 from django.db import migrations
+
+from agents.migrations._permissions import create_all_permissions
 
 COACH_PERMISSIONS = [
     "view_coachingsession",
@@ -30,13 +31,7 @@ ROLES = {"coachees": [], "coaches": COACH_PERMISSIONS, "operators": OPERATOR_PER
 
 def create_roles(apps, schema_editor):
     # Permissions are normally created after all migrations; the groups need them now.
-    for app_config in apps.get_app_configs():
-        # A migration's app states have no models module, which create_permissions skips; the
-        # real registry (the tests call this seed) keeps its own.
-        models_module = getattr(app_config, "models_module", None)
-        app_config.models_module = models_module or True
-        create_permissions(app_config, apps=apps, verbosity=0)
-        app_config.models_module = models_module
+    create_all_permissions(apps)
     Group = apps.get_model("auth", "Group")
     Permission = apps.get_model("auth", "Permission")
     for name, codenames in ROLES.items():

@@ -10,10 +10,10 @@ administrator, not an operator.
 - `api_key_env` must match the allow-list pattern (agents/llm/keys.py).
 """
 
-from django.contrib.auth.management import create_permissions
 from django.db import migrations, models
 
 import agents.llm.keys
+from agents.migrations._permissions import create_all_permissions
 
 PLATFORM_ADMIN_PERMISSIONS = ["view_modelendpoint", "add_modelendpoint", "change_modelendpoint", "view_agentconfig"]
 OPERATOR_LOSES = ["add_modelendpoint", "change_modelendpoint"]
@@ -28,13 +28,7 @@ def _permissions(apps, codenames):
 
 def seed(apps, schema_editor):
     """Idempotent; also run by the tests' seed_defaults after a flush."""
-    for app_config in apps.get_app_configs():
-        # A migration's app states have no models module, which create_permissions skips; the
-        # real registry (the tests call this seed) keeps its own.
-        models_module = getattr(app_config, "models_module", None)
-        app_config.models_module = models_module or True
-        create_permissions(app_config, apps=apps, verbosity=0)
-        app_config.models_module = models_module
+    create_all_permissions(apps)
     Group = apps.get_model("auth", "Group")
     for name, codenames in ROLES.items():
         group, _ = Group.objects.get_or_create(name=name)

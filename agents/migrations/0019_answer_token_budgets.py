@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.management import create_permissions
 from django.db import migrations
+
+from agents.migrations._permissions import create_all_permissions
 
 BUDGETS = {
     "shadow": 1000,
@@ -34,13 +35,7 @@ def seed(apps: Any, schema_editor: Any) -> None:
 
 def grant_findings_view(apps: Any, schema_editor: Any) -> None:
     # Permissions are normally created after all migrations; the grant needs this one now.
-    for app_config in apps.get_app_configs():
-        # A migration's app states have no models module, which create_permissions skips; the
-        # real registry (the tests call this seed) keeps its own.
-        models_module = getattr(app_config, "models_module", None)
-        app_config.models_module = models_module or True
-        create_permissions(app_config, apps=apps, verbosity=0)
-        app_config.models_module = models_module
+    create_all_permissions(apps)
     Group = apps.get_model("auth", "Group")
     Permission = apps.get_model("auth", "Permission")
     view = Permission.objects.filter(content_type__app_label="agents", codename="view_qualityfinding")
