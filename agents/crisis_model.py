@@ -1,8 +1,9 @@
 """The crisis pre-gate's second layer: a small multilingual text classifier, no model server.
 
-Character n-grams (char_wb 2-5, TF-IDF) and a logistic regression, trained from
-agents/safety_data/training.tsv. Patterns know the phrases they were written for; n-grams of
-word pieces carry over to new wording, misspellings and inflections ("umbringen"/"umbr1ngen",
+Character n-grams (char_wb 2-5, TF-IDF) and a logistic regression, trained from the files in
+agents/safety_data/ (training.tsv: short plain phrases; written_*.tsv: longer, varied chat
+messages with hard everyday negatives). Patterns know the phrases they were written for; n-grams
+of word pieces carry over to new wording, misspellings and inflections ("umbringen"/"umbr1ngen",
 "покончу"/"pokonchu"), and every decision can be explained by the n-grams that weighed most.
 
 Fitted once per version of the training data (and of this code and scikit-learn), then kept on
@@ -19,6 +20,7 @@ import os
 import re
 import tempfile
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +35,8 @@ from agents import safety
 
 logger = logging.getLogger(__name__)
 
-TRAINING_DATA = Path(__file__).parent / "safety_data" / "training.tsv"
+TRAINING_DIR = Path(__file__).parent / "safety_data"
+TRAINING_FILES = tuple(sorted(TRAINING_DIR.glob("*.tsv")))
 # Bumped when features or the fit change, so an old cached fit is never loaded for new code.
 MODEL_VERSION = "1"
 
@@ -90,18 +93,19 @@ def chunks(text: str) -> list[str]:
     return pieces or [""]
 
 
-def read_training_data(path: Path = TRAINING_DATA) -> tuple[list[str], list[str], list[str]]:
+def read_training_data(paths: Sequence[Path] = TRAINING_FILES) -> tuple[list[str], list[str], list[str]]:
     """(languages, labels, texts) of the training set: one `lang<TAB>label<TAB>text` a line."""
     langs, labels, texts = [], [], []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        lang, label, text = line.split("\t", 2)
-        if label not in NOT_CRISIS + CATEGORIES:
-            raise ValueError(f"unknown label {label!r} in {path.name}")
-        langs.append(lang)
-        labels.append(label)
-        texts.append(text)
+    for path in paths:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line.strip() or line.startswith("#"):
+                continue
+            lang, label, text = line.split("\t", 2)
+            if label not in NOT_CRISIS + CATEGORIES:
+                raise ValueError(f"unknown label {label!r} in {path.name}")
+            langs.append(lang)
+            labels.append(label)
+            texts.append(text)
     return langs, labels, texts
 
 
@@ -173,14 +177,16 @@ def _cache_path(digest: str) -> Path:
     return Path(root) / "crisis-model" / f"{digest}.joblib"
 
 
-def training_digest(path: Path = TRAINING_DATA) -> str:
-    digest = hashlib.sha256(path.read_bytes())
+def training_digest(paths: Sequence[Path] = TRAINING_FILES) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
     digest.update(f"{MODEL_VERSION}/{sklearn.__version__}".encode())
     return digest.hexdigest()[:20]
 
 
-def load_or_train(path: Path = TRAINING_DATA) -> Detector:
-    cache = _cache_path(training_digest(path))
+def load_or_train(paths: Sequence[Path] = TRAINING_FILES) -> Detector:
+    cache = _cache_path(training_digest(paths))
     try:
         fitted = joblib.load(cache)
         if isinstance(fitted, Fitted):
@@ -189,7 +195,7 @@ def load_or_train(path: Path = TRAINING_DATA) -> Detector:
         pass
     except Exception:
         logger.warning("crisis model cache %s unreadable; training again", cache, exc_info=True)
-    _, labels, texts = read_training_data(path)
+    _, labels, texts = read_training_data(paths)
     fitted = fit(texts, labels)
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)

@@ -427,7 +427,7 @@ class CrisisPattern(models.Model):
     """Crisis language the pre-gate recognises before any model runs (operator-editable)."""
 
     locale = models.CharField(max_length=16, help_text="The language it is written in (all are checked).")
-    pattern = models.CharField(max_length=300, help_text="A case-insensitive regular expression.")
+    pattern = models.CharField(max_length=1000, help_text="A case-insensitive regular expression.")
     category = models.CharField(max_length=10, choices=CrisisCategory.choices, default=CrisisCategory.SUICIDE)
     note = models.CharField(max_length=200, blank=True)
     active = models.BooleanField(default=True)

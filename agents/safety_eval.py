@@ -44,6 +44,7 @@ def seeded_patterns() -> list[safety.PatternRow]:
     batch1 = importlib.import_module("agents.migrations.0007_seed_crisis_patterns").PATTERNS
     batch2 = importlib.import_module("agents.migrations.0014_crisis_patterns_batch_2")
     batch3 = importlib.import_module("agents.migrations.0018_crisis_languages")
+    batch4 = importlib.import_module("agents.migrations.0020_crisis_patterns_batch_4")
     rows: dict[tuple[str, str], str] = {}
     for locale, patterns in batch1.items():
         for pattern in patterns:
@@ -58,6 +59,13 @@ def seeded_patterns() -> list[safety.PatternRow]:
         for category, patterns in categories.items():
             for pattern in patterns:
                 rows[(locale, pattern)] = category
+    for (locale, old), new in batch4.REPLACED.items():
+        if (locale, old) in rows:
+            rows[(locale, new)] = rows.pop((locale, old))
+    for locale, categories in batch4.PATTERNS.items():  # added only where (locale, pattern) is new
+        for category, patterns in categories.items():
+            for pattern in patterns:
+                rows.setdefault((locale, pattern), category)
     return [(index, locale, pattern, category) for index, ((locale, pattern), category) in enumerate(rows.items())]
 
 

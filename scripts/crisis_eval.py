@@ -1,7 +1,8 @@
 """Recall and false-positive rate of the crisis pre-gate on the evaluation set, per language
 and per category, with the patterns the seed migrations install (no database needed).
 
-    .venv/bin/python scripts/crisis_eval.py [--missed] [--layer pattern|classifier|both] [--set holdout]
+    .venv/bin/python scripts/crisis_eval.py [--missed] [--layer pattern|classifier|both] [--set holdout|blind]
+    .venv/bin/python scripts/crisis_eval.py --cv    # the classifier's thresholds, on the training set only
 """
 
 import argparse
@@ -18,15 +19,51 @@ django.setup()
 
 from agents import crisis_model, safety, safety_eval  # noqa: E402
 
+SETS = {"evaluation": "crisis_eval_*.tsv", "holdout": "crisis_holdout.tsv", "blind": "crisis_blind.tsv"}
+
+
+def cross_validate(thresholds: tuple[float, ...] = (0.5, 0.6, 0.7, 0.8, 0.9)) -> None:
+    """Recall on crisis rows and false positives on everyday rows of the training set, each row
+    scored by a fit that never saw it: how the threshold is chosen without any evaluation set."""
+    import numpy as np
+    from sklearn.model_selection import StratifiedKFold
+
+    langs, labels, texts = crisis_model.read_training_data()
+    is_crisis = np.array([label in crisis_model.CATEGORIES for label in labels])
+    scores = np.zeros(len(texts))
+    long_enough = np.array([len(crisis_model._WORDS.findall(text)) >= crisis_model.MIN_WORDS for text in texts])
+    folds = StratifiedKFold(n_splits=5, shuffle=True, random_state=0)
+    for train, test in folds.split(texts, [f"{lang}/{label}" for lang, label in zip(langs, labels, strict=True)]):
+        fitted = crisis_model.fit([texts[i] for i in train], [labels[i] for i in train])
+        detector = crisis_model.Detector(fitted)
+        for i in test:
+            scores[i] = detector.score(texts[i], explain=False).crisis
+    print("| threshold | recall (crisis rows) | false positives (everyday rows) |\n| --- | --- | --- |")
+    for threshold in thresholds:
+        flagged = (scores >= threshold) & long_enough
+        recall = flagged[is_crisis].mean()
+        false_positives = flagged[~is_crisis].mean()
+        print(
+            f"| {threshold} | {recall:.1%} ({flagged[is_crisis].sum()}/{is_crisis.sum()}) | "
+            f"{false_positives:.1%} ({flagged[~is_crisis].sum()}/{(~is_crisis).sum()}) |"
+        )
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--missed", action="store_true", help="list the missed and the wrongly flagged messages")
     parser.add_argument("--layer", choices=["pattern", "classifier", "both"], default="both")
     parser.add_argument(
-        "--set", choices=["evaluation", "holdout"], default="evaluation", help="holdout: tests/data/crisis_holdout.tsv"
+        "--set",
+        choices=list(SETS),
+        default="evaluation",
+        help="holdout: tests/data/crisis_holdout.tsv; blind: tests/data/crisis_blind.tsv",
     )
+    parser.add_argument("--cv", action="store_true", help="5-fold cross-validation of the classifier on training data")
     args = parser.parse_args()
+    if args.cv:
+        cross_validate()
+        return
     patterns = safety_eval.seeded_patterns()
 
     def detect(text: str) -> safety.CrisisSignal | None:
@@ -38,8 +75,7 @@ def main() -> None:
             return None if hit is None else safety.CrisisSignal("classifier", hit.category, {})
         return safety.assess(text, patterns)
 
-    files = "crisis_holdout.tsv" if args.set == "holdout" else "crisis_eval_*.tsv"
-    report = safety_eval.evaluate(safety_eval.load_eval_set(pattern=files), detect)
+    report = safety_eval.evaluate(safety_eval.load_eval_set(pattern=SETS[args.set]), detect)
     print(safety_eval.format_report(report))
     if args.missed:
         print("\nmissed:")

@@ -173,15 +173,15 @@ def test_the_session_history_reaches_the_detector(seeded: None, monkeypatch: Any
 def test_the_fitted_model_is_cached_by_the_training_datas_hash(tmp_path: Path, monkeypatch: Any) -> None:
     monkeypatch.setenv("COACHING_CACHE_DIR", str(tmp_path))
     data = tmp_path / "training.tsv"
-    data.write_text(crisis_model.TRAINING_DATA.read_text(encoding="utf-8"), encoding="utf-8")
-    crisis_model.load_or_train(data)
+    data.write_text(crisis_model.TRAINING_FILES[0].read_text(encoding="utf-8"), encoding="utf-8")
+    crisis_model.load_or_train([data])
     cached = list((tmp_path / "crisis-model").glob("*.joblib"))
-    assert [p.stem for p in cached] == [crisis_model.training_digest(data)]
+    assert [p.stem for p in cached] == [crisis_model.training_digest([data])]
     started = time.perf_counter()
-    crisis_model.load_or_train(data)  # from the cache
+    crisis_model.load_or_train([data])  # from the cache
     assert time.perf_counter() - started < 5
     data.write_text(data.read_text(encoding="utf-8") + "en\tnone\tone more everyday line\n", encoding="utf-8")
-    crisis_model.load_or_train(data)
+    crisis_model.load_or_train([data])
     assert len(list((tmp_path / "crisis-model").glob("*.joblib"))) == 2
 
 
@@ -275,3 +275,57 @@ def test_coaches_see_which_layer_fired_and_operators_see_each_numbers_source(see
     client.force_login(admin)
     page = client.get(reverse("admin:agents_crisisresource_changelist") + "?locale=ru")
     assert b"https://telefon-doveria.ru" in page.content
+
+
+# --- Batch 4 (concept patterns): what their guards keep out, and what they still take ---------
+# Lines written for these tests, not drawn from any evaluation set.
+CONCEPT_GUARDED = [
+    "I hope my phone doesn't die before the meeting",
+    "this is my last message for today, talk tomorrow",
+    "essa é minha última mensagem hoje, tô indo pra reunião",
+    "demain je vais en finir avec ce dossier",
+    "hoy me mato en el gimnasio y luego ceno",
+    "voy a terminar con todo el papeleo esta tarde",
+    "I don't want to live in London anymore, the rent is crazy",
+    "мне надоело жить в съёмной квартире",
+    "ich will heute Schluss machen mit ihm, er betrügt mich seit Monaten",
+    "j'ai peur de lui dire que je démissionne",
+    "she beat me at chess again",
+    "I'm going to bungee jump from a bridge this summer",
+    "I want to wake up early tomorrow and not miss the gym",
+]
+CONCEPT_CAUGHT = [
+    ("i really hope i just don't wake up tomorrow", "suicide"),
+    ("decided i'm going to end it tonight after everyone is asleep", "suicide"),
+    ("how many of my sleeping pills would be a lethal amount", "means"),
+    ("quais pontes da cidade têm mais de 30 metros", "means"),
+    ("хочу уснуть навсегда и чтобы никто не трогал", "suicide"),
+    ("ich horte schon länger Schlaftabletten in der Schublade", "means"),
+    ("je ne mérite pas de manger aujourd'hui", "eating"),
+    ("mi novio me pega cuando bebe", "abuse"),
+    ("ya no quiero seguir viviendo así, estoy cansada de existir", "suicide"),
+]
+
+
+@pytest.mark.parametrize("text", CONCEPT_GUARDED)
+def test_a_concept_patterns_guard_keeps_everyday_wording_out(text: str) -> None:
+    assert safety.pregate(text, safety_eval.seeded_patterns()) is None
+
+
+@pytest.mark.parametrize(("text", "category"), CONCEPT_CAUGHT)
+def test_a_concept_pattern_takes_wording_no_phrase_was_written_for(text: str, category: str) -> None:
+    match = safety.pregate(text, safety_eval.seeded_patterns())
+    assert match is not None
+    assert match.category == category
+
+
+def test_a_latin_pattern_never_reads_the_russian_skeleton() -> None:
+    # On the skeleton "hoje" is "hoie", so the guard "(?! hoje)" would not hold there.
+    patterns = [(1, "pt", r"\bminha ultima mensagem\b(?! hoje)", "suicide")]
+    assert safety.pregate("essa é minha última mensagem hoje", patterns) is None
+    assert safety.pregate("essa é minha última mensagem", patterns) is not None
+
+
+def test_the_re2_preselection_reads_nested_guards_and_counted_gaps() -> None:
+    loosened = safety._loosened(r"\bhow (many|much)\b.{0,50}\b(die(?! (of|on (this|that) hill)))\b")
+    assert loosened == "how (many|much).*(die)"
