@@ -22,7 +22,7 @@ from agents import crisis_model, safety, safety_eval  # noqa: E402
 SETS = {"evaluation": "crisis_eval_*.tsv", "holdout": "crisis_holdout.tsv", "blind": "crisis_blind.tsv"}
 
 
-def cross_validate(thresholds: tuple[float, ...] = (0.5, 0.6, 0.7, 0.8, 0.9)) -> None:
+def cross_validate(thresholds: tuple[float, ...] = (0.5, 0.6, 0.7, 0.8, 0.85, 0.9)) -> None:
     """Recall on crisis rows and false positives on everyday rows of the training set, each row
     scored by a fit that never saw it: how the threshold is chosen without any evaluation set."""
     import numpy as np

@@ -450,6 +450,18 @@ REPLACED = {
     ),
     ("ru", r"\bкупил\w* вер[её]вку\b"): r"\bкупил\w* вер[её]вку\b(?! для (сушки|белья|палатки|лодки|собаки|дачи))",
     ("ru", r"\bпрощальн\w* (письм|записк)"): r"\bпрощальн\w* (письм|записк)\w*\b(?! (команд|коллег|клиент|всем в|в отдел))",
+    ("es", r"\bme (corto|sigo cortando|he vuelto a cortar)\b(?! (el|los|las|la|un|una)\b)"): (
+        r"\bme (corto|sigo cortando|he vuelto a cortar)\b(?! (el|los|las|la|un|una|demasiado|mal|sin querer|"
+        r"afeitandome|cocinando|con)\b)"
+    ),
+    ("es", r"\bme (volvi a )?cort(e|o|ar)\b(?! (el|los|la|las|un|una|cocinando|con|al|en)\b)"): (
+        r"\bme (volvi a )?cort(e|o|ar)\b(?! (el|los|la|las|un|una|cocinando|con|al|en|demasiado|mal|sin querer|"
+        r"afeitandome|afeitando)\b)"
+    ),
+    ("es", r"\bme quemo\b"): r"(?<!\bse )\bme quemo\b(?! (el|la|los|las|con|al|sin querer|cocinando)\b)",
+    ("pt", r"\bme cort(ei|o|ar)\b"): (
+        r"\bme cort(ei|o|ar)\b(?! (o|a|os|as|demasiado|mal|sem querer|com|no|na|cozinhando|fazendo|el|la)\b)"
+    ),
     ("pt", r"\bme queim(o|ei|ar)\b"): r"\bme queim(o|ei|ar)\b(?! (sem querer|na|no|com|fazendo|cozinhando|ao|tomando))",
 }
 
