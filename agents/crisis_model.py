@@ -68,6 +68,10 @@ MIN_WORDS = 5
 _WORDS = re.compile(r"\w+")
 
 
+def too_short(text: str) -> bool:
+    return len(_WORDS.findall(text)) < MIN_WORDS
+
+
 def model_text(text: str) -> str:
     """A message as the classifier reads it: `safety.normalise`d, Cyrillic as reduced Latin."""
     return safety.skeleton(safety.normalise(text))
@@ -241,7 +245,7 @@ class ClassifierHit:
 
 def classify(text: str, history: list[str] | None = None) -> ClassifierHit | None:
     """A crisis hit for `text`, read with the session's last few earlier coachee messages."""
-    if len(_WORDS.findall(text)) < MIN_WORDS:
+    if too_short(text):
         return None
     model = detector()
     current = model.score(text)

@@ -286,7 +286,7 @@ INFORMATIONAL = [
     r"\b(novost|stat\w+|podkast|dokumental|statistik|profilaktik|lekci|kursov|issledovan|volonter|telefon doverii|"
     r"priznak|kak kouch|uchitel|uchenic|uchenik|klient|podruga|kolleg|kak pomoch|kak podderzhat|kak (priamo )?sprosit|"
     r"akter|pevec|izvestn|knig|roman|film|serial|personazh|podrostk)\w*",
-    r"\b(nachricht|artikel|podcast|doku|statistik|suizidrate|pravention|vortrag|hausarbeit|studie|ehrenamt\w*|"
+    r"\b(nachricht|artikel|podcast|doku|statistik|suizidrate|suizidpravention|pravention|vortrag|hausarbeit|studie|ehrenamt\w*|"
     r"telefonseelsorge|warnzeichen|als coach|als fuhrungskraft|lehrer|lehrerin|schuler|schulerin|klient|"
     r"meine freundin|wie unterstutze|wie frage ich|sanger|schauspieler|bekannt|buch|roman|film|serie|figur|"
     r"jugendlichen|landwirten)\w*",

@@ -45,6 +45,7 @@ def seeded_patterns() -> list[safety.PatternRow]:
     batch2 = importlib.import_module("agents.migrations.0014_crisis_patterns_batch_2")
     batch3 = importlib.import_module("agents.migrations.0018_crisis_languages")
     batch4 = importlib.import_module("agents.migrations.0020_crisis_patterns_batch_4")
+    narrowed = importlib.import_module("agents.migrations.0021_crisis_patterns_narrowed")
     rows: dict[tuple[str, str], str] = {}
     for locale, patterns in batch1.items():
         for pattern in patterns:
@@ -66,6 +67,9 @@ def seeded_patterns() -> list[safety.PatternRow]:
         for category, patterns in categories.items():
             for pattern in patterns:
                 rows.setdefault((locale, pattern), category)
+    for (locale, old), new in narrowed.REPLACED.items():
+        if (locale, old) in rows:
+            rows[(locale, new)] = rows.pop((locale, old))
     return [(index, locale, pattern, category) for index, ((locale, pattern), category) in enumerate(rows.items())]
 
 

@@ -4,6 +4,8 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
+from agents.migrations._crisis_lexicon import add_patterns, replace_patterns
+
 
 class Migration(migrations.Migration):
 
@@ -564,18 +566,8 @@ SOURCES = {
 def seed(apps, schema_editor):
     CrisisPattern = apps.get_model("agents", "CrisisPattern")
     CrisisResource = apps.get_model("agents", "CrisisResource")
-    if not CrisisPattern.objects.filter(note=SEEDED_NOTE).exists():
-        present = set(CrisisPattern.objects.values_list("locale", "pattern"))
-        CrisisPattern.objects.bulk_create(
-            CrisisPattern(locale=locale, pattern=pattern, category=category, note=SEEDED_NOTE)
-            for locale, categories in PATTERNS.items()
-            for category, patterns in categories.items()
-            for pattern in dict.fromkeys(patterns)
-            if (locale, pattern) not in present
-        )
-    for (locale, old), new in REPLACED.items():
-        if not CrisisPattern.objects.filter(locale=locale, pattern=new).exists():
-            CrisisPattern.objects.filter(locale=locale, pattern=old).update(pattern=new)
+    add_patterns(CrisisPattern, PATTERNS, SEEDED_NOTE)
+    replace_patterns(CrisisPattern, REPLACED)
     # Categories of the earlier batches, by what their wording is about.
     CrisisPattern.objects.filter(pattern__iregex=r"harm|hurt|cut|ritz|verletz|automutil|faire du mal|hacerme da|autoles").exclude(
         note=SEEDED_NOTE

@@ -13,6 +13,8 @@ out where a pattern would otherwise take them. Same seeding rules as batch 3 (mi
 
 from django.db import migrations, models
 
+from agents.migrations._crisis_lexicon import add_patterns, replace_patterns
+
 SEEDED_NOTE = "default lexicon, batch 4 (migration 0020)"
 
 # Words that turn "die"/"morir"/"умереть" into an idiom right after it ("dying of laughter",
@@ -468,19 +470,8 @@ REPLACED = {
 
 def seed(apps, schema_editor):
     CrisisPattern = apps.get_model("agents", "CrisisPattern")
-    for (locale, old), new in REPLACED.items():
-        if not CrisisPattern.objects.filter(locale=locale, pattern=new).exists():
-            CrisisPattern.objects.filter(locale=locale, pattern=old).update(pattern=new)
-    if CrisisPattern.objects.filter(note=SEEDED_NOTE).exists():
-        return
-    present = set(CrisisPattern.objects.values_list("locale", "pattern"))
-    CrisisPattern.objects.bulk_create(
-        CrisisPattern(locale=locale, pattern=pattern, category=category, note=SEEDED_NOTE)
-        for locale, categories in PATTERNS.items()
-        for category, patterns in categories.items()
-        for pattern in dict.fromkeys(patterns)
-        if (locale, pattern) not in present
-    )
+    replace_patterns(CrisisPattern, REPLACED)
+    add_patterns(CrisisPattern, PATTERNS, SEEDED_NOTE)
 
 
 class Migration(migrations.Migration):
