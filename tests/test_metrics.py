@@ -334,3 +334,30 @@ async def test_the_live_path_refuses_anonymous_and_coachee_requests(live_stack: 
     cookie = await sync_to_async(login_cookie)("coachee", "pw-for-tests-1")
     assert await asyncio.to_thread(http_status, url, Cookie=cookie) == 403
     assert await asyncio.to_thread(http_status, url, Authorization=f"Bearer {METRICS_TOKEN}") == 200
+
+
+# --- The shipped dashboard -------------------------------------------------------------
+
+
+def test_the_dashboard_queries_only_metrics_that_exist(db: None) -> None:
+    import json
+    import re
+    from pathlib import Path
+
+    from tests.conftest import ROOT
+
+    dashboard = json.loads(Path(ROOT / "deploy/grafana/coaching.json").read_text())
+    exprs = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+    ours = {name for expr in exprs for name in re.findall(r"\bcoaching_[a-z_]+", expr)}
+    exposed = {name for name, _labels in parse_local()} | {
+        # read at scrape time (collectors), not in this process's registry
+        "coaching_celery_queue_depth",
+        "coaching_llm_breaker_state",
+        "coaching_llm_endpoint_max_concurrency",
+    }
+    families = {family.name for family in REGISTRY.collect()}
+    for name in ours:
+        base = re.sub(r"_(bucket|count|sum|total)$", "", name)
+        assert name in exposed or base in families or name in families, name
+    assert any("vllm:num_requests_waiting" in expr for expr in exprs)
+    assert any("vllm:time_to_first_token_seconds" in expr for expr in exprs)
