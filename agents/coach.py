@@ -46,6 +46,7 @@ from agents.models import (
     RunStatus,
     Turn,
 )
+from agents.observability import hooks as observe
 from agents.pipeline import (
     catalog_text,
     load_turn,
@@ -329,6 +330,7 @@ def coach_end(
                 },
             )
             services.degraded_notice_emit(turn_id=call.turn_id, reason="coach_failed")
+    observe.coach_ended(call=call, error=error, state=state, latency_ms=latency_ms, prompt_tokens=prompt_tokens)
 
 
 def coach_findings(call: CoachCall, text: str, status: str) -> list[quality.Finding]:
