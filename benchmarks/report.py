@@ -171,7 +171,7 @@ def projection_text(proj: dict[str, Any]) -> str:
 
 def write_results(out_dir: Path, results: dict[str, Any], text_table: str, md_table: str) -> tuple[Path, Path]:
     meta = results["meta"]
-    stem = f"results-{meta['date']}-{meta['commit']}"
+    stem = f"results-{meta['date']}-{meta['commit']}" + ("" if meta.get("metrics", True) else "-no-metrics")
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path = out_dir / f"{stem}.json"
     # Compact: a full run holds every turn's figures (about a megabyte).

@@ -13,6 +13,7 @@ import asyncio
 import datetime
 import json
 import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -71,6 +72,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--out-dir", type=Path, help="where results files go (default docs/bench; none in --smoke)")
     parser.add_argument("--real", action=argparse.BooleanOptionalAction, default=False, help="one real-model turn")
+    parser.add_argument(
+        "--metrics",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Prometheus metrics on, as deployed (--no-metrics: what collecting them costs)",
+    )
     parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL", DEFAULT_DATABASE_URL))
     parser.add_argument("--redis-url", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379"))
     parser.add_argument(
@@ -439,7 +446,10 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     """Set up, run every scenario (and the real-model turn), and return the raw results."""
     redis_url = args.redis_url.rstrip("/")
     base = pick_redis_db_base(redis_url) if args.redis_db_base == "auto" else int(args.redis_db_base)
-    env = BenchEnv(args.database_url, redis_url, base, args.turn_deadline_s)
+    env = BenchEnv(args.database_url, redis_url, base, args.turn_deadline_s, metrics=args.metrics)
+    if env.metrics:  # a run starts with no samples of an earlier one
+        shutil.rmtree(env.metrics_dir, ignore_errors=True)
+        env.metrics_dir.mkdir(parents=True)
     os.environ.update(env.variables())  # this process reads the same settings as the stack
     from benchmarks import report
 
@@ -486,6 +496,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
             "redis_db_base": env.redis_db_base,
             "turn_deadline_s": env.turn_deadline_s,
             "worker_concurrency": args.worker_concurrency,
+            "metrics": env.metrics,
             "db_counter_source": scenarios[0]["db"]["source"],
             "agent_run_fields": list(RUN_FIELDS),
             "profile": simulator_profile(args),

@@ -39,10 +39,16 @@ class BenchEnv:
     redis_url: str
     redis_db_base: int
     turn_deadline_s: float
+    # Prometheus metrics on (as deployed) or off: `--no-metrics` measures what collecting costs.
+    metrics: bool = True
 
     @property
     def database_name(self) -> str:
         return urlparse(self.database_url).path.lstrip("/")
+
+    @property
+    def metrics_dir(self) -> Path:
+        return LOG_ROOT / self.database_name / "metrics"
 
     def maintenance_url(self) -> str:
         """The same server and user, on the `postgres` database (to create ours, read stats)."""
@@ -62,6 +68,9 @@ class BenchEnv:
             "COACHING_MAX_SOCKETS_PER_USER": "100",
             "LOG_LEVEL": "WARNING",
             "PYTHONUNBUFFERED": "1",
+            "COACHING_METRICS": "1" if self.metrics else "0",
+            # Every process of the stack writes its samples here, as `make run` sets it up.
+            "PROMETHEUS_MULTIPROC_DIR": str(self.metrics_dir) if self.metrics else "",
         }
         values.update(overrides)
         return values
