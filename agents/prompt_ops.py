@@ -16,6 +16,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
+import openai
 from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import IntegrityError, models, transaction
@@ -23,13 +25,14 @@ from django.db.models import F, Max
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
+from prometheus_client.parser import text_string_to_metric_families
 from pydantic import ValidationError
 
 from agents import pipeline
 from agents.llm.client import EndpointSpec, chat_complete, list_models
 from agents.llm.errors import LLMTransientError
 from agents.llm.schema import extra_body_for
-from agents.models import AgentConfig, AgentRun, ModelEndpoint, PromptStatus, PromptVersion, RunStatus
+from agents.models import AgentConfig, AgentRun, EndpointKind, ModelEndpoint, PromptStatus, PromptVersion, RunStatus
 from agents.prompts import PLACEHOLDERS, placeholders_in
 from agents.schemas import OUTPUT_SCHEMAS
 
@@ -42,6 +45,7 @@ REPLAY_TOTAL_TIMEOUT_S = 90.0
 TEST_CONNECT_TIMEOUT_S = 3.0
 TEST_LIST_TIMEOUT_S = 5.0
 TEST_COMPLETION_TIMEOUT_S = 15.0
+TEST_METRICS_TIMEOUT_S = 2.0
 TEST_PROMPT = [{"role": "user", "content": "Reply with the single word: ready"}]
 TEST_MAX_TOKENS = 8
 MAX_SHOWN_CHARS = 4000
@@ -527,6 +531,23 @@ def prompt_replay(
 # --- Model endpoints ----------------------------------------------------------------------
 
 
+class Verdict:
+    """What the operator is told first: can the agents use this server now?"""
+
+    READY = "ready"  # it answered the completion
+    BUSY = "busy"  # it is up (answered the listing) but the completion queued past the wait, or 429/503
+    DOWN = "down"  # it could not be reached at all
+    FAILING = "failing"  # it is up but refuses or errs: configuration, model name, server error
+
+
+@dataclass
+class ServerLoad:
+    """vLLM's own view of its queue (`/metrics` at the server root), when it offers one."""
+
+    running: int
+    waiting: int
+
+
 @dataclass
 class ConnectionResult:
     """What the connection test found; never an exception."""
@@ -542,6 +563,9 @@ class ConnectionResult:
     completion_text: str = ""
     completion_tokens: int | None = None
     completion_error: str = ""
+    completion_queued: bool = False  # it failed by timing out or by 429/503: a queue, not a fault
+    unreachable: bool = False  # the listing could not connect or got no answer at all
+    load: ServerLoad | None = None
 
     @property
     def listed(self) -> bool:
@@ -560,8 +584,30 @@ class ConnectionResult:
         return self.completed
 
     @property
+    def verdict(self) -> str:
+        if self.completed:
+            return Verdict.READY
+        if not self.listed:
+            return Verdict.DOWN if self.unreachable else Verdict.FAILING
+        if self.completion_queued or (self.load is not None and self.load.waiting > 0):
+            return Verdict.BUSY
+        return Verdict.FAILING
+
+    @property
+    def verdict_text(self) -> str:
+        queue = ""
+        if self.load is not None:
+            queue = f" (the server reports {self.load.running} requests running, {self.load.waiting} waiting)"
+        return {
+            Verdict.READY: "ready: it answered" + queue,
+            Verdict.BUSY: "busy: the server is up but did not get to the request in time" + queue,
+            Verdict.DOWN: "down: the server could not be reached",
+            Verdict.FAILING: "failing: the server is up but the request failed" + queue,
+        }[self.verdict]
+
+    @property
     def summary(self) -> str:
-        parts = []
+        parts = [self.verdict_text]
         if self.listed:
             found = "listed" if self.model_listed else "NOT listed"
             parts.append(f"{len(self.models)} models in {self.list_ms} ms ({self.model_id} {found})")
@@ -572,6 +618,35 @@ class ConnectionResult:
         else:
             parts.append(f"completion failed: {self.completion_error}")
         return "; ".join(parts)
+
+
+def server_load(base_url: str, *, timeout_s: float = TEST_METRICS_TIMEOUT_S) -> ServerLoad | None:
+    """Requests running and waiting, from a vLLM server's Prometheus `/metrics` (summed over its
+    model and engine labels); None where the server has no such page or it cannot be read."""
+    root = base_url.rstrip("/").removesuffix("/v1")
+    try:
+        response = httpx.get(f"{root}/metrics", timeout=timeout_s, follow_redirects=False)
+        response.raise_for_status()
+        totals = {"vllm:num_requests_running": 0.0, "vllm:num_requests_waiting": 0.0}
+        found = False
+        for family in text_string_to_metric_families(response.text):
+            for sample in family.samples:
+                if sample.name in totals:
+                    totals[sample.name] += sample.value
+                    found = True
+    except (httpx.HTTPError, ValueError):
+        return None
+    if not found:
+        return None
+    return ServerLoad(int(totals["vllm:num_requests_running"]), int(totals["vllm:num_requests_waiting"]))
+
+
+def _queued(exc: BaseException) -> bool:
+    """A failure that says the server is there but has not got to us: a timeout, 429 or 503."""
+    cause = exc.__cause__ or exc
+    if isinstance(cause, openai.APITimeoutError):
+        return True
+    return isinstance(cause, openai.APIStatusError) and cause.status_code in (429, 503)
 
 
 def _short(exc: BaseException) -> str:
@@ -595,7 +670,6 @@ def endpoint_test_connection(endpoint: ModelEndpoint, *, user: User | None = Non
             connect_timeout_s=min(endpoint.connect_timeout_s or TEST_CONNECT_TIMEOUT_S, TEST_CONNECT_TIMEOUT_S),
             read_timeout_s=TEST_COMPLETION_TIMEOUT_S,
         )
-        unreachable = False
         started = time.monotonic()
         try:
             result.models = list_models(spec, timeout_s=TEST_LIST_TIMEOUT_S)
@@ -603,8 +677,8 @@ def endpoint_test_connection(endpoint: ModelEndpoint, *, user: User | None = Non
         except Exception as exc:
             result.list_error = _short(exc)
             # A server that cannot be reached will not complete either: spare the second wait.
-            unreachable = isinstance(exc, LLMTransientError)
-        if unreachable:
+            result.unreachable = isinstance(exc, LLMTransientError)
+        if result.unreachable:
             result.completion_error = "skipped: the server did not answer"
         else:
             started = time.monotonic()
@@ -623,6 +697,9 @@ def endpoint_test_connection(endpoint: ModelEndpoint, *, user: User | None = Non
                 result.completion_tokens = completion.completion_tokens
             except Exception as exc:
                 result.completion_error = _short(exc)
+                result.completion_queued = _queued(exc)
+            if spec.kind == EndpointKind.VLLM:
+                result.load = server_load(spec.base_url)
     except Exception as exc:  # a malformed endpoint row: report it, do not raise
         result.list_error = result.list_error or _short(exc)
         result.completion_error = result.completion_error or "skipped"

@@ -401,7 +401,7 @@ def test_the_connection_test_page_lists_models_and_times_a_completion(
     (result,) = response.context["results"]
     assert result.ok
     assert result.model_listed
-    assert "✓ connected" in html
+    assert "✓ ready" in html
     assert '<code class="configured">sim-model</code>' in html
     assert f"{result.completion_ms} ms" in html
     assert last_log(endpoint).change_message.startswith("Tested the connection: OK")
@@ -421,9 +421,10 @@ def test_the_connection_test_action_reports_each_endpoint(
     assert set(results) == {"embedded", "test"}
     assert results["test"].ok
     assert not results["embedded"].ok
+    assert results["embedded"].verdict == "down"  # nothing listens on port 9
     html = text_of(response)
-    assert "✓ connected" in html
-    assert "✗ failed" in html
+    assert "✓ ready" in html
+    assert "✗ down" in html
 
 
 ENDPOINT_DATA = {

@@ -173,7 +173,7 @@ def test_a_platform_administrator_tests_an_endpoint_connection(
     page.get_by_role("button", name="Test connection").click()
     result = page.locator('section.connection-result[data-endpoint="test"]')
     expect(result).to_have_attribute("data-ok", "true")
-    expect(result).to_contain_text("✓ connected")
+    expect(result).to_contain_text("✓ ready")
     expect(result.locator("code.configured")).to_have_text("sim-model")
     expect(result).to_contain_text("The configured model sim-model is served.")
     shot(page, "10-endpoint-test", full=False)

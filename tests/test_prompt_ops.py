@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import httpx
 import pytest
 from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.contrib.auth import get_user_model
@@ -416,7 +417,8 @@ def test_the_connection_test_lists_models_and_times_a_completion(on_sim: Simulat
     assert result.completion_text
     (call,) = on_sim.calls(agent="connection-test")
     assert call["model"] == "sim-model"
-    assert log_messages(endpoint)[-1].startswith("Tested the connection: OK; 1 models in")
+    assert result.verdict == prompt_ops.Verdict.READY
+    assert log_messages(endpoint)[-1].startswith("Tested the connection: OK; ready: it answered; 1 models in")
 
 
 def test_the_connection_test_flags_a_model_the_server_does_not_list(on_sim: SimulatorServer) -> None:
@@ -434,6 +436,51 @@ def test_the_connection_test_reports_a_failing_completion(on_sim: SimulatorServe
     assert result.listed
     assert not result.ok
     assert "500" in result.completion_error
+    assert result.verdict == prompt_ops.Verdict.FAILING
+
+
+def test_the_connection_test_tells_a_busy_server_from_a_down_one(
+    on_sim: SimulatorServer, monkeypatch: Any, operator: Any
+) -> None:
+    # Busy: the server lists its models at once but the completion waits in its queue past
+    # the test's wait (here 0.3 s against a first token at 2 s), as the embedded model does
+    # while a turn runs. It must not read as "failed ... timed out".
+    monkeypatch.setattr(prompt_ops, "TEST_COMPLETION_TIMEOUT_S", 0.3)
+    on_sim.configure(agents={"connection-test": {"ttft_ms": 2000}})
+    endpoint = ModelEndpoint.objects.get(name="test")
+    result = prompt_ops.endpoint_test_connection(endpoint, user=operator)
+    assert result.listed
+    assert result.verdict == prompt_ops.Verdict.BUSY, result.summary
+    assert log_messages(endpoint)[-1].startswith("Tested the connection: FAILED; busy: the server is up")
+    # 429 says the same: up, pacing us.
+    on_sim.configure(agents={"connection-test": {"ttft_ms": 10, "fault": "http_429"}})
+    assert prompt_ops.endpoint_test_connection(endpoint).verdict == prompt_ops.Verdict.BUSY
+
+
+def test_vllm_queue_figures_are_read_from_its_metrics_page(monkeypatch: Any) -> None:
+    page = (
+        "# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
+        "# TYPE vllm:num_requests_running gauge\n"
+        'vllm:num_requests_running{engine="0",model_name="m"} 3.0\n'
+        "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n"
+        "# TYPE vllm:num_requests_waiting gauge\n"
+        'vllm:num_requests_waiting{engine="0",model_name="m"} 5.0\n'
+    )
+    seen: list[str] = []
+
+    def fake_get(url: str, **_: Any) -> httpx.Response:
+        seen.append(url)
+        return httpx.Response(200, text=page, request=httpx.Request("GET", url))
+
+    monkeypatch.setattr(prompt_ops.httpx, "get", fake_get)
+    assert prompt_ops.server_load("http://gpu-1:8000/v1") == prompt_ops.ServerLoad(running=3, waiting=5)
+    assert seen == ["http://gpu-1:8000/metrics"]
+    monkeypatch.setattr(
+        prompt_ops.httpx,
+        "get",
+        lambda url, **_: httpx.Response(404, text="no", request=httpx.Request("GET", url)),
+    )
+    assert prompt_ops.server_load("http://gpu-1:8000/v1") is None
 
 
 def test_the_connection_test_never_raises_and_gives_up_quickly(seeded: None, operator: Any, settings: Any) -> None:
@@ -452,6 +499,7 @@ def test_the_connection_test_never_raises_and_gives_up_quickly(seeded: None, ope
     assert not result.listed
     assert "unreachable" in result.list_error
     assert result.completion_error == "skipped: the server did not answer"
+    assert result.verdict == prompt_ops.Verdict.DOWN
     assert "FAILED" in log_messages(endpoint)[-1]
     broken = ModelEndpoint(name="broken", base_url="not a url", model_id="m", trusted_for_coachee_data=True)
     assert not prompt_ops.endpoint_test_connection(broken).ok
