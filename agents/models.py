@@ -319,6 +319,67 @@ class AgentRun(models.Model):
         return f"{self.agent} on turn {self.turn_id} ({self.status})"
 
 
+class ReplayStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+
+
+class ReplayJob(models.Model):
+    """A draft prompt replayed on past runs in the background (a Celery task), so the operator's
+    page neither blocks nor loses the result: it shows progress and can be left and reopened."""
+
+    version = models.ForeignKey(PromptVersion, on_delete=models.CASCADE, related_name="replay_jobs")
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    run_ids = models.JSONField(default=list, help_text="The past runs to replay on, in the order chosen.")
+    status = models.CharField(max_length=8, choices=ReplayStatus.choices, default=ReplayStatus.QUEUED)
+    done = models.PositiveSmallIntegerField(default=0, help_text="Runs finished so far.")
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"replay of {self.version} on {len(self.run_ids)} runs ({self.status})"
+
+    @property
+    def total(self) -> int:
+        return len(self.run_ids)
+
+    @property
+    def finished(self) -> bool:
+        return self.status in (ReplayStatus.DONE, ReplayStatus.FAILED)
+
+
+class ReplayResult(models.Model):
+    """What the draft made of one past run's inputs. Deleted with the run (a coachee's erasure
+    removes their runs), and its raw output is pruned with theirs."""
+
+    job = models.ForeignKey(ReplayJob, on_delete=models.CASCADE, related_name="results")
+    run = models.ForeignKey(AgentRun, on_delete=models.CASCADE, related_name="replay_results")
+    ran = models.BooleanField(default=False)
+    valid = models.BooleanField(default=False)
+    output = models.JSONField(null=True, blank=True)
+    raw_output = models.TextField(blank=True)
+    errors = models.JSONField(default=list, blank=True)
+    failure = models.TextField(blank=True)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    calls = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["job", "pk"]
+        constraints = [models.UniqueConstraint(fields=["job", "run"], name="replay_result_once_per_run")]
+
+    def __str__(self) -> str:
+        return f"replay result for run {self.run_id}"
+
+
 class SessionEvent(models.Model):
     """Every server event that matters after a reconnect, in the order it was sent."""
 

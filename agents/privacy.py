@@ -27,6 +27,7 @@ from agents.models import (
     CoachingSession,
     Message,
     Prediction,
+    ReplayResult,
     SessionSummary,
     Turn,
 )
@@ -138,4 +139,6 @@ def raw_outputs_prune(*, older_than_days: int) -> int:
     Turn.objects.filter(started_at__lt=cutoff).exclude(shared_prompt="").update(shared_prompt="")
     # A summarizer's raw reply is coachee text too; the structured summary stays (it is the memory).
     SessionSummary.objects.filter(created_at__lt=cutoff).exclude(raw_output="").update(raw_output="")
+    # A replay's raw answer was made from the same stored prompt: it goes with its run's.
+    ReplayResult.objects.filter(run__turn__started_at__lt=cutoff).exclude(raw_output="").update(raw_output="")
     return pruned

@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 import openai
+from celery import current_app
 from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import IntegrityError, models, transaction
@@ -32,15 +33,27 @@ from agents import pipeline
 from agents.llm.client import EndpointSpec, chat_complete, list_models
 from agents.llm.errors import LLMTransientError
 from agents.llm.schema import extra_body_for
-from agents.models import AgentConfig, AgentRun, EndpointKind, ModelEndpoint, PromptStatus, PromptVersion, RunStatus
+from agents.models import (
+    AgentConfig,
+    AgentRun,
+    EndpointKind,
+    ModelEndpoint,
+    PromptStatus,
+    PromptVersion,
+    ReplayJob,
+    ReplayResult,
+    ReplayStatus,
+    RunStatus,
+)
 from agents.prompts import PLACEHOLDERS, placeholders_in
 from agents.schemas import OUTPUT_SCHEMAS
 
 User = AbstractBaseUser | AnonymousUser
 
-# Replays run in the admin request: a bound on how many runs and how long, all together.
+# A replay's bound on how many runs and how long, all together (it runs as a Celery task).
 REPLAY_MAX_RUNS = 10
 REPLAY_TOTAL_TIMEOUT_S = 90.0
+REPLAY_TASK = "coaching.prompt_replay"  # queued by name: this module does not import the tasks
 # The connection test must answer quickly even when the server does not.
 TEST_CONNECT_TIMEOUT_S = 3.0
 TEST_LIST_TIMEOUT_S = 5.0
@@ -466,24 +479,15 @@ def _row_for(run: AgentRun) -> ReplayRow:
     )
 
 
-def prompt_replay(
-    *,
-    version: PromptVersion,
-    runs: Sequence[AgentRun],
-    user: User | None = None,
-    total_timeout_s: float = REPLAY_TOTAL_TIMEOUT_S,
-) -> ReplayReport:
-    """Run `version` on the stored inputs of each run, through the agent's configured endpoint
-    (pipeline.agent_run_replay), within one overall time limit. Writes no AgentRun: the stored
-    runs stay the originals to compare with. The replay itself is recorded in the audit log."""
+def _replayable_runs(version: PromptVersion, run_ids: Sequence[int]) -> list[AgentRun]:
+    """The runs `version` may be replayed on, in the order given; PromptOpError says why not."""
     if version.agent not in OUTPUT_SCHEMAS:
         raise PromptOpError(f"{version.agent} answers in free text; only the JSON agents can be replayed")
-    if not runs:
+    if not run_ids:
         raise PromptOpError("choose at least one past run to replay on")
-    if len(runs) > REPLAY_MAX_RUNS:
+    if len(run_ids) > REPLAY_MAX_RUNS:
         raise PromptOpError(f"choose at most {REPLAY_MAX_RUNS} runs")
-    ids = [run.pk for run in runs]
-    loaded = AgentRun.objects.select_related("turn", "prompt_version").in_bulk(ids)
+    loaded = AgentRun.objects.select_related("turn", "prompt_version").in_bulk(list(run_ids))
     others = sorted(run.pk for run in loaded.values() if run.agent != version.agent)
     if others:
         raise PromptOpError(f"runs {others} are not {version.agent} runs")
@@ -495,37 +499,135 @@ def prompt_replay(
             f"not replayed: {version.agent}'s endpoint {config.endpoint.name} is not marked trusted for coachee "
             "data, and a replay sends the coachee's stored prompt to it; a platform administrator decides that"
         )
+    return [loaded[run_id] for run_id in run_ids if run_id in loaded]
+
+
+def replay_one(version: PromptVersion, run: AgentRun, *, timeout_s: float) -> ReplayRow:
+    """`version` on one stored run's inputs (pipeline.agent_run_replay); writes nothing."""
+    row = _row_for(run)
+    if timeout_s < pipeline.MIN_CALL_SECONDS:
+        row.new_failure = "not run: the replay's time limit was reached"
+        return row
+    try:
+        result = pipeline.agent_run_replay(run=run, prompt_body=version.body, timeout_s=timeout_s)
+    except (KeyError, ValueError, AgentConfig.DoesNotExist) as exc:
+        row.new_failure = f"cannot be replayed: {exc}"
+        return row
+    answer = result.answer
+    row.ran = True
+    row.valid = result.valid
+    row.new_output = answer.output.model_dump(mode="json") if answer.output is not None else None
+    row.new_raw = answer.raw
+    row.new_errors = list(answer.errors)
+    row.new_failure = f"{answer.failure.code}: {answer.failure}" if answer.failure is not None else ""
+    row.new_prompt_tokens = answer.prompt_tokens or None
+    row.new_completion_tokens = answer.completion_tokens or None
+    row.new_latency_ms = result.latency_ms
+    row.calls = answer.calls
+    return row
+
+
+def _audit_replay(user: User | None, version: PromptVersion, report: ReplayReport) -> None:
+    turns = ", ".join(str(row.turn_id) for row in report.rows)
+    message = f"Replayed v{version.version} on {len(report.rows)} past runs (turns {turns}): {report.summary}."
+    audit(user, version, message)
+
+
+def prompt_replay(
+    *,
+    version: PromptVersion,
+    runs: Sequence[AgentRun],
+    user: User | None = None,
+    total_timeout_s: float = REPLAY_TOTAL_TIMEOUT_S,
+) -> ReplayReport:
+    """Run `version` on the stored inputs of each run, through the agent's configured endpoint,
+    within one overall time limit, here and now (the admin queues a ReplayJob instead). Writes no
+    AgentRun: the stored runs stay the originals to compare with. Recorded in the audit log."""
     started = time.monotonic()
-    rows: list[ReplayRow] = []
-    for run in (loaded[run_id] for run_id in ids if run_id in loaded):
-        row = _row_for(run)
-        rows.append(row)
-        remaining = total_timeout_s - (time.monotonic() - started)
-        if remaining < pipeline.MIN_CALL_SECONDS:
-            row.new_failure = "not run: the replay's time limit was reached"
-            continue
-        try:
-            result = pipeline.agent_run_replay(run=run, prompt_body=version.body, timeout_s=remaining)
-        except (KeyError, ValueError, AgentConfig.DoesNotExist) as exc:
-            row.new_failure = f"cannot be replayed: {exc}"
-            continue
-        answer = result.answer
-        row.ran = True
-        row.valid = result.valid
-        row.new_output = answer.output.model_dump(mode="json") if answer.output is not None else None
-        row.new_raw = answer.raw
-        row.new_errors = list(answer.errors)
-        row.new_failure = f"{answer.failure.code}: {answer.failure}" if answer.failure is not None else ""
-        row.new_prompt_tokens = answer.prompt_tokens or None
-        row.new_completion_tokens = answer.completion_tokens or None
-        row.new_latency_ms = result.latency_ms
-        row.calls = answer.calls
+    rows = [
+        replay_one(version, run, timeout_s=total_timeout_s - (time.monotonic() - started))
+        for run in _replayable_runs(version, [run.pk for run in runs])
+    ]
     report = ReplayReport(
         version.pk, version.agent, version.version, version.status, rows, int((time.monotonic() - started) * 1000)
     )
-    turns = ", ".join(str(row.turn_id) for row in rows)
-    audit(user, version, f"Replayed v{version.version} on {len(rows)} past runs (turns {turns}): {report.summary}.")
+    _audit_replay(user, version, report)
     return report
+
+
+def replay_job_start(*, version: PromptVersion, run_ids: Sequence[int], user: User | None) -> ReplayJob:
+    """Check the replay can run, store it as a job and queue its task once this is committed."""
+    runs = _replayable_runs(version, run_ids)
+    job = ReplayJob.objects.create(
+        version=version, requested_by_id=getattr(user, "pk", None), run_ids=[r.pk for r in runs]
+    )
+    transaction.on_commit(lambda: current_app.send_task(REPLAY_TASK, args=[job.pk]))
+    return job
+
+
+def replay_job_run(job_id: int) -> None:
+    """The replay task's work: each run in turn, its result stored as it finishes (the page shows
+    the progress), within the same overall limit as an in-page replay. Runs once per job."""
+    claimed = ReplayJob.objects.filter(pk=job_id, status=ReplayStatus.QUEUED).update(
+        status=ReplayStatus.RUNNING, started_at=timezone.now()
+    )
+    if not claimed:  # a redelivered task: the first delivery has it
+        return
+    job = ReplayJob.objects.select_related("version", "requested_by").get(pk=job_id)
+    try:
+        started = time.monotonic()
+        runs = AgentRun.objects.select_related("turn", "prompt_version").in_bulk(job.run_ids)
+        for run_id in job.run_ids:
+            run = runs.get(run_id)
+            if run is not None:  # erased since it was chosen
+                row = replay_one(job.version, run, timeout_s=REPLAY_TOTAL_TIMEOUT_S - (time.monotonic() - started))
+                ReplayResult.objects.create(
+                    job=job,
+                    run=run,
+                    ran=row.ran,
+                    valid=row.valid,
+                    output=row.new_output,
+                    raw_output=row.new_raw,
+                    errors=row.new_errors,
+                    failure=row.new_failure,
+                    prompt_tokens=row.new_prompt_tokens,
+                    completion_tokens=row.new_completion_tokens,
+                    latency_ms=row.new_latency_ms,
+                    calls=row.calls,
+                )
+            ReplayJob.objects.filter(pk=job_id).update(done=F("done") + 1)
+        ReplayJob.objects.filter(pk=job_id).update(status=ReplayStatus.DONE, finished_at=timezone.now())
+        _audit_replay(job.requested_by, job.version, replay_job_report(job))
+    except Exception as exc:
+        ReplayJob.objects.filter(pk=job_id).update(
+            status=ReplayStatus.FAILED, error=_short(exc), finished_at=timezone.now()
+        )
+        raise
+
+
+def replay_job_report(job: ReplayJob) -> ReplayReport:
+    """The stored results as the replay page shows them, the originals read from their runs."""
+    rows = []
+    for result in job.results.select_related("run__prompt_version").order_by("pk"):
+        row = _row_for(result.run)
+        row.ran, row.valid, row.calls = result.ran, result.valid, result.calls
+        # jsonb keeps no key order: the schema's order again, as the original is shown.
+        row.new_output = schema_ordered(job.version.agent, result.output)
+        row.new_raw, row.new_errors = result.raw_output, list(result.errors)
+        row.new_failure = result.failure
+        row.new_prompt_tokens, row.new_completion_tokens = result.prompt_tokens, result.completion_tokens
+        row.new_latency_ms = result.latency_ms
+        rows.append(row)
+    version = job.version
+    elapsed = job.finished_at - job.started_at if job.finished_at and job.started_at else None
+    return ReplayReport(
+        version.pk,
+        version.agent,
+        version.version,
+        version.status,
+        rows,
+        int(elapsed.total_seconds() * 1000) if elapsed else 0,
+    )
 
 
 # --- Model endpoints ----------------------------------------------------------------------

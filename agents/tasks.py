@@ -10,7 +10,7 @@ from typing import Any
 from celery import group, shared_task
 from django.conf import settings
 
-from agents import compaction, handoff, pipeline, privacy, services
+from agents import compaction, handoff, pipeline, privacy, prompt_ops, services
 from agents.models import SPECIALISTS, Agent
 
 logger = logging.getLogger(__name__)
@@ -95,6 +95,13 @@ def turn_watchdog_task(turn_id: int) -> dict[str, Any]:
 @shared_task(name="coaching.expire_overdue_turns")
 def expire_overdue_turns_task() -> dict[str, Any]:
     return {"expired": services.overdue_turns_expire()}
+
+
+# Soft limit past the replay's own overall limit (prompt_ops.REPLAY_TOTAL_TIMEOUT_S = 90 s).
+@shared_task(name="coaching.prompt_replay", acks_late=True, soft_time_limit=150, time_limit=180)
+def prompt_replay_task(job_id: int) -> dict[str, Any]:
+    prompt_ops.replay_job_run(job_id)
+    return {"job_id": job_id}
 
 
 @shared_task(name="coaching.prune_raw_outputs")

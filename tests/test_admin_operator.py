@@ -27,6 +27,7 @@ from agents.models import (
     ModelEndpoint,
     PromptStatus,
     PromptVersion,
+    ReplayJob,
 )
 from tests.test_prompt_ops import (
     CANARY,
@@ -256,10 +257,35 @@ def test_the_diff_page_compares_with_the_active_version_and_escapes(op_client: C
     assert '<tr class="diff-del">' in text_of(other)
 
 
+def replay_in_background(
+    client: Client, version: PromptVersion, run_ids: list[int], capture: Any, monkeypatch: pytest.MonkeyPatch
+) -> Any:
+    """Post the replay form; the job's task is queued by name on commit; the page shows progress
+    until the task (run here, as the worker would) has stored the results; then the result page."""
+    with capture(execute=False) as callbacks:
+        response = client.post(url("promptversion_replay", version.pk), {"runs": run_ids})
+    assert response.status_code == 302, messages_of(response)
+    job = ReplayJob.objects.get(version=version, pk=int(response.url.rstrip("/").rsplit("/", 1)[1]))
+    sent: list[tuple[str, list[int]]] = []
+    monkeypatch.setattr(prompt_ops.current_app, "send_task", lambda name, args: sent.append((name, args)))
+    for callback in callbacks:
+        callback()
+    assert sent == [("coaching.prompt_replay", [job.pk])]
+    waiting = text_of(client.get(response.url))
+    assert 'http-equiv="refresh"' in waiting
+    assert f"0 of {len(run_ids)} runs replayed" in waiting
+    prompt_ops.replay_job_run(job.pk)
+    prompt_ops.replay_job_run(job.pk)  # a redelivered task does nothing twice
+    assert job.results.count() == len(run_ids)
+    return client.get(response.url)
+
+
 def test_the_replay_page_shows_original_and_new_output_side_by_side(
     on_sim: SimulatorServer,  # noqa: F811
     op_client: Client,
     operator: Any,
+    django_capture_on_commit_callbacks: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     on_sim.configure(agents={"plasticity": {"script": [ORIGINAL], "repeat_last": True}})
     runs = [stored_turn(f"c{i}", text=f"{CANARY} number {i}") for i in range(4)]
@@ -276,8 +302,11 @@ def test_the_replay_page_shows_original_and_new_output_side_by_side(
 
     on_sim.configure(agents={"plasticity": {"script": [REPLAYED], "repeat_last": True}})
     chosen = runs[:3]
-    response = op_client.post(url("promptversion_replay", draft.pk), {"runs": [r.pk for r in chosen]})
+    response = replay_in_background(
+        op_client, draft, [r.pk for r in chosen], django_capture_on_commit_callbacks, monkeypatch
+    )
     html = text_of(response)
+    assert 'http-equiv="refresh"' not in html  # done: the page stops refreshing
     report = response.context["report"]
     assert report.summary == "3 of 3 runs replayed, 3 validated, 3 gave a different output"
     assert html.count('class="replay-card"') == 3
@@ -301,20 +330,24 @@ def test_the_replay_page_shows_original_and_new_output_side_by_side(
     assert {run.pk: snapshot(run) for run in runs} == before
     assert AgentRun.objects.count() == runs_before
     assert last_log(draft).change_message.startswith("Replayed v2 on 3 past runs")
+    # The replay page lists it, to come back to.
+    assert "3 of 3" in text_of(op_client.get(url("promptversion_replay", draft.pk)))
 
 
 def test_the_replay_page_reports_invalid_output_and_a_missing_choice(
     on_sim: SimulatorServer,  # noqa: F811
     op_client: Client,
     operator: Any,
+    django_capture_on_commit_callbacks: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     run = stored_turn("ana")
     draft = prompt_ops.prompt_draft_create(agent="plasticity", body=DRAFT_BODY, user=operator)
     nothing = op_client.post(url("promptversion_replay", draft.pk), {})
     assert "Choose at least one past run" in " ".join(messages_of(nothing))
-    assert nothing.context["report"] is None
+    assert not ReplayJob.objects.exists()
     on_sim.configure(agents={"plasticity": {"fault": "invalid_json"}})
-    html = text_of(op_client.post(url("promptversion_replay", draft.pk), {"runs": [run.pk]}))
+    html = text_of(replay_in_background(op_client, draft, [run.pk], django_capture_on_commit_callbacks, monkeypatch))
     assert "✗ did not validate" in html
     assert "What the model answered" in html
     coach = active("coach")

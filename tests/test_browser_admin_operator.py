@@ -105,9 +105,14 @@ def test_an_operator_edits_replays_and_activates_a_prompt(
         expect(box).to_be_checked()
     expect(page.locator("#content-main")).not_to_contain_text(CANARY)
     page.get_by_role("button", name="Replay v2 on the chosen runs").click()
+    # A background task (the stack's Celery worker) replays; the page shows progress and
+    # refreshes itself until the result is stored.
+    expect(page.locator("#replay-job")).to_be_visible()
     expect(page.locator("#replay-summary")).to_contain_text(
         "3 of 3 runs replayed, 3 validated, 3 gave a different output", timeout=30_000
     )
+    expect(page.locator("#replay-job")).to_have_attribute("data-status", "done")
+    page.reload()  # the result stays: the page can be left and reopened
     cards = page.locator("section.replay-card")
     expect(cards).to_have_count(3)
     for card in cards.all():
@@ -121,6 +126,8 @@ def test_an_operator_edits_replays_and_activates_a_prompt(
     assert AgentRun.objects.filter(agent="plasticity").count() == 3
 
     # Activate it, after a look at what changes.
+    page.get_by_role("link", name="Back to replaying v2").click()
+    expect(page.locator("#replay-jobs")).to_contain_text("3 of 3")
     page.get_by_role("link", name="Back to v2").click()
     page.locator("#pv-activate").click()
     expect(page.locator("#content-main")).to_contain_text("The active v1 will be retired")

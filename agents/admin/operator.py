@@ -22,6 +22,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import CharField, Count, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Cast
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
@@ -493,6 +494,7 @@ class PromptVersionAdmin(AuditedAdmin):
             path("rollback/<str:agent>/", wrap(self.rollback_view), name=f"{info}_rollback"),
             path("<path:object_id>/edit/", wrap(self.edit_view), name=f"{info}_edit"),
             path("<path:object_id>/diff/", wrap(self.diff_view), name=f"{info}_diff"),
+            path("<path:object_id>/replay/<int:job_id>/", wrap(self.replay_job_view), name=f"{info}_replay_job"),
             path("<path:object_id>/replay/", wrap(self.replay_view), name=f"{info}_replay"),
             path("<path:object_id>/activate/", wrap(self.activate_view), name=f"{info}_activate"),
             *super().get_urls(),
@@ -653,20 +655,17 @@ class PromptVersionAdmin(AuditedAdmin):
         replayable = version.agent in OUTPUT_SCHEMAS
         candidates = list(prompt_ops.replay_candidates(version.agent)) if replayable else []
         chosen = {c.pk for c in candidates[:3]}
-        report = None
         if request.method == "POST" and replayable:
             wanted = {int(v) for v in request.POST.getlist("runs") if v.isdigit()}
             chosen = wanted
-            runs = [c for c in candidates if c.pk in wanted]
-            if not runs:
-                messages.error(request, "Choose at least one past run to replay on.")
-            elif len(runs) > prompt_ops.REPLAY_MAX_RUNS:
-                messages.error(request, f"Choose at most {prompt_ops.REPLAY_MAX_RUNS} runs.")
+            try:
+                job = prompt_ops.replay_job_start(
+                    version=version, run_ids=[c.pk for c in candidates if c.pk in wanted], user=request.user
+                )
+            except prompt_ops.PromptOpError as exc:
+                messages.error(request, f"{str(exc)[:1].upper()}{str(exc)[1:]}.")
             else:
-                try:
-                    report = prompt_ops.prompt_replay(version=version, runs=runs, user=request.user)
-                except prompt_ops.PromptOpError as exc:
-                    messages.error(request, str(exc))
+                return redirect(admin_url(PromptVersion, "replay_job", version.pk, job.pk))
         context = self._context(
             request,
             f"Replay {version.agent} v{version.version} on past turns",
@@ -675,12 +674,27 @@ class PromptVersionAdmin(AuditedAdmin):
             replayable=replayable,
             candidates=candidates,
             chosen=chosen,
-            report=report,
+            jobs=list(version.replay_jobs.select_related("requested_by")[:10]),
             max_runs=prompt_ops.REPLAY_MAX_RUNS,
             total_timeout_s=int(prompt_ops.REPLAY_TOTAL_TIMEOUT_S),
             endpoint=AgentConfig.objects.select_related("endpoint").filter(agent=version.agent).first(),
         )
         return TemplateResponse(request, TEMPLATES + "promptversion/replay.html", context)
+
+    def replay_job_view(self, request: HttpRequest, object_id: str, job_id: int) -> HttpResponse:
+        version = self._version(request, object_id)
+        if not self.can_change(request):
+            raise PermissionDenied
+        job = get_object_or_404(version.replay_jobs.select_related("requested_by"), pk=job_id)
+        context = self._context(
+            request,
+            f"Replay {version.agent} v{version.version} on past turns",
+            original=version,
+            version=version,
+            job=job,
+            report=prompt_ops.replay_job_report(job),
+        )
+        return TemplateResponse(request, TEMPLATES + "promptversion/replay_job.html", context)
 
     def activate_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         version = self._version(request, object_id)
