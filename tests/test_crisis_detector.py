@@ -48,7 +48,8 @@ def test_the_evaluation_set_is_big_enough_apart_from_training_and_varied() -> No
         assert categories[hard] >= 30, hard
     _, _, training = crisis_model.read_training_data()
     held_out = safety_eval.load_eval_set(pattern="crisis_holdout.tsv")
-    overlap = {_normalised(t) for t in training} & {_normalised(row.text) for row in EVAL + held_out}
+    blind = safety_eval.load_eval_set(pattern="crisis_blind.tsv")
+    overlap = {_normalised(t) for t in training} & {_normalised(row.text) for row in EVAL + held_out + blind}
     assert overlap == set()
 
 
