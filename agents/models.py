@@ -355,7 +355,7 @@ class ReplayJob(models.Model):
         return self.status in (ReplayStatus.DONE, ReplayStatus.FAILED)
 
 
-class ReplayResult(models.Model):
+class ReplayJobResult(models.Model):
     """What the draft made of one past run's inputs. Deleted with the run (a coachee's erasure
     removes their runs), and its raw output is pruned with theirs."""
 

@@ -27,7 +27,7 @@ from agents.models import (
     CoachingSession,
     Message,
     Prediction,
-    ReplayResult,
+    ReplayJobResult,
     SessionSummary,
     Turn,
 )
@@ -140,5 +140,5 @@ def raw_outputs_prune(*, older_than_days: int) -> int:
     # A summarizer's raw reply is coachee text too; the structured summary stays (it is the memory).
     SessionSummary.objects.filter(created_at__lt=cutoff).exclude(raw_output="").update(raw_output="")
     # A replay's raw answer was made from the same stored prompt: it goes with its run's.
-    ReplayResult.objects.filter(run__turn__started_at__lt=cutoff).exclude(raw_output="").update(raw_output="")
+    ReplayJobResult.objects.filter(run__turn__started_at__lt=cutoff).exclude(raw_output="").update(raw_output="")
     return pruned

@@ -41,7 +41,7 @@ from agents.models import (
     PromptStatus,
     PromptVersion,
     ReplayJob,
-    ReplayResult,
+    ReplayJobResult,
     ReplayStatus,
     RunStatus,
 )
@@ -581,7 +581,7 @@ def replay_job_run(job_id: int) -> None:
             run = runs.get(run_id)
             if run is not None:  # erased since it was chosen
                 row = replay_one(job.version, run, timeout_s=REPLAY_TOTAL_TIMEOUT_S - (time.monotonic() - started))
-                ReplayResult.objects.create(
+                ReplayJobResult.objects.create(
                     job=job,
                     run=run,
                     ran=row.ran,
