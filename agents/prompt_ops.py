@@ -29,11 +29,13 @@ from django.utils.safestring import SafeString
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import ValidationError
 
-from agents import pipeline
+from agents import coach, pipeline, quality, reply_gate, turn_cache
+from agents.context import SharedContext, agent_messages
 from agents.llm.client import EndpointSpec, chat_complete, list_models
-from agents.llm.errors import LLMTransientError
+from agents.llm.errors import LLMError, LLMTransientError
 from agents.llm.schema import extra_body_for
 from agents.models import (
+    Agent,
     AgentConfig,
     AgentRun,
     EndpointKind,
@@ -45,7 +47,7 @@ from agents.models import (
     ReplayStatus,
     RunStatus,
 )
-from agents.prompts import PLACEHOLDERS, placeholders_in
+from agents.prompts import PLACEHOLDERS, placeholders_in, render_prompt
 from agents.schemas import OUTPUT_SCHEMAS
 
 User = AbstractBaseUser | AnonymousUser
@@ -378,6 +380,11 @@ class ReplayRow:
     calls: int = 0
 
     @property
+    def text_reply(self) -> bool:
+        """Coach's: a reply in words, shown side by side rather than field by field."""
+        return isinstance(self.original_output, str) or isinstance(self.new_output, str)
+
+    @property
     def original_pretty(self) -> str:
         return clipped(pretty(self.original_output) or self.original_raw)
 
@@ -469,7 +476,8 @@ def _row_for(run: AgentRun) -> ReplayRow:
         run_started_at=run.started_at,
         original_version=run.prompt_version.version if run.prompt_version else None,
         original_status=run.status,
-        original_output=schema_ordered(run.agent, run.parsed_output),
+        # Coach's output is the text it streamed; the JSON agents' their parsed answer.
+        original_output=run.raw_output if run.agent == Agent.COACH else schema_ordered(run.agent, run.parsed_output),
         original_raw=run.raw_output,
         original_errors=list(run.validation_errors or []),
         original_error=run.error,
@@ -479,10 +487,15 @@ def _row_for(run: AgentRun) -> ReplayRow:
     )
 
 
+def replayable(agent: str) -> bool:
+    """The JSON agents, and Coach (its reply as the coachee would have read it)."""
+    return agent in OUTPUT_SCHEMAS or agent == Agent.COACH
+
+
 def _replayable_runs(version: PromptVersion, run_ids: Sequence[int]) -> list[AgentRun]:
     """The runs `version` may be replayed on, in the order given; PromptOpError says why not."""
-    if version.agent not in OUTPUT_SCHEMAS:
-        raise PromptOpError(f"{version.agent} answers in free text; only the JSON agents can be replayed")
+    if not replayable(version.agent):
+        raise PromptOpError(f"{version.agent} is not an agent that can be replayed")
     if not run_ids:
         raise PromptOpError("choose at least one past run to replay on")
     if len(run_ids) > REPLAY_MAX_RUNS:
@@ -508,6 +521,8 @@ def replay_one(version: PromptVersion, run: AgentRun, *, timeout_s: float) -> Re
     if timeout_s < pipeline.MIN_CALL_SECONDS:
         row.new_failure = "not run: the replay's time limit was reached"
         return row
+    if run.agent == Agent.COACH:
+        return _coach_replay(version, run, row, timeout_s=timeout_s)
     try:
         result = pipeline.agent_run_replay(run=run, prompt_body=version.body, timeout_s=timeout_s)
     except (KeyError, ValueError, AgentConfig.DoesNotExist) as exc:
@@ -524,6 +539,47 @@ def replay_one(version: PromptVersion, run: AgentRun, *, timeout_s: float) -> Re
     row.new_completion_tokens = answer.completion_tokens or None
     row.new_latency_ms = result.latency_ms
     row.calls = answer.calls
+    return row
+
+
+def _coach_replay(version: PromptVersion, run: AgentRun, row: ReplayRow, *, timeout_s: float) -> ReplayRow:
+    """Coach's draft on a stored turn: the same shared prompt and values, one completion (the text
+    it would have streamed), checked by the same quality gate as a live reply ("validated": it
+    would have reached the coachee)."""
+    turn = run.turn
+    if not turn.shared_prompt:
+        row.new_failure = "cannot be replayed: this turn predates stored prompts"
+        return row
+    config = AgentConfig.objects.select_related("endpoint").get(agent=Agent.COACH)
+    spec = EndpointSpec.from_endpoint(config.endpoint)
+    shared = SharedContext(text=turn.shared_prompt, tokens=0, message_ids=[])
+    messages = agent_messages(shared, render_prompt(version.body, run.prompt_values))
+    started = time.monotonic()
+    row.ran, row.calls = True, 1
+    try:
+        completion = chat_complete(
+            spec,
+            messages,
+            max_tokens=config.max_tokens,
+            temperature=config.temperature,
+            extra_body=extra_body_for(spec.kind, thinking=config.thinking),
+            headers={"X-Coaching-Agent": Agent.COACH},
+            timeout_s=timeout_s,
+        )
+    except LLMError as exc:
+        row.new_failure = f"{exc.code}: {exc}"
+        return row
+    row.new_latency_ms = int((time.monotonic() - started) * 1000)
+    row.new_output = row.new_raw = completion.content
+    row.new_prompt_tokens, row.new_completion_tokens = completion.prompt_tokens, completion.completion_tokens
+    expect = reply_gate.expectations_for(
+        turn,
+        wording=[message["content"] for message in messages],
+        blocked=coach.previous_blocked_moves(turn),
+        catalog=turn_cache.move_catalog(),
+    )
+    row.new_errors = [str(finding) for finding in quality.reply_findings(completion.content, expect)]
+    row.valid = bool(completion.content.strip()) and not row.new_errors
     return row
 
 

@@ -351,8 +351,10 @@ def test_the_replay_page_reports_invalid_output_and_a_missing_choice(
     html = text_of(replay_in_background(op_client, draft, [run.pk], django_capture_on_commit_callbacks, monkeypatch))
     assert "✗ did not validate" in html
     assert "What the model answered" in html
-    coach = active("coach")
-    assert "only the JSON agents can be replayed" in text_of(op_client.get(url("promptversion_replay", coach.pk)))
+    # Coach too: a draft of its prompt can be tried before it goes live.
+    coach_page = op_client.get(url("promptversion_replay", active("coach").pk))
+    assert coach_page.status_code == 200
+    assert coach_page.context["replayable"]
 
 
 def test_activation_asks_first_then_activates_and_is_logged(op_client: Client, operator: Any) -> None:

@@ -13,11 +13,20 @@ import pytest
 from django.contrib.admin.models import LogEntry
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
-from agents import services
+from agents import prompt_ops, services
 from agents.models import AgentRun, ModelEndpoint, PromptStatus, PromptVersion
 from tests.browser_support import PASSWORD, SCREENSHOTS, chromium_for, off_loop
 from tests.conftest import LiveStack
-from tests.test_prompt_ops import CANARY, ORIGINAL, REPLAYED, make_operator, make_platform_admin, snapshot, stored_turn
+from tests.test_prompt_ops import (
+    CANARY,
+    ORIGINAL,
+    REPLAYED,
+    make_operator,
+    make_platform_admin,
+    snapshot,
+    stored_coach_run,
+    stored_turn,
+)
 
 pytestmark = [
     pytest.mark.browser,
@@ -185,3 +194,31 @@ def test_a_platform_administrator_tests_an_endpoint_connection(
     expect(result).to_contain_text("The configured model sim-model is served.")
     shot(page, "10-endpoint-test", full=False)
     assert len(live_sim.calls(agent="connection-test")) == 1
+
+
+def test_an_operator_tries_a_coach_draft_on_a_past_turn(
+    context: BrowserContext, live_stack: LiveStack, live_sim: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(services, "_start_pipeline", lambda turn_id: None)
+    live_sim.configure(default={"ttft_ms": 0, "tokens_per_s": 0})
+    off_loop(make_operator, "op", PASSWORD)
+    original = "That sounds like a hard week. What got in the way of your runs?"
+    run = off_loop(stored_coach_run, "coachee-c", original)
+    draft = off_loop(
+        lambda: prompt_ops.prompt_draft_create(
+            agent="coach", body="Be brief, end with one question. ${blocked_moves}", user=None
+        )
+    )
+    new = "Missing runs happens. Which morning could you protect for one short run?"
+    live_sim.configure(agents={"coach": {"script": [new], "repeat_last": True}})
+
+    page = context.new_page()
+    admin_login(page, live_stack, f"/admin/agents/promptversion/{draft.pk}/change/")
+    page.locator("#pv-replay").click()
+    expect(page.locator(f'#replay-candidates input[value="{run.pk}"]')).to_be_checked()
+    page.get_by_role("button", name=f"Replay v{draft.version} on the chosen runs").click()
+    expect(page.locator("#replay-summary")).to_contain_text("1 of 1 runs replayed, 1 validated", timeout=30_000)
+    texts = page.locator("section.replay-card .coach-texts")
+    expect(texts.locator(".original pre")).to_have_text(original)
+    expect(texts.locator(".new pre")).to_have_text(new)
+    shot(page, "coach-replay")

@@ -379,8 +379,49 @@ def test_a_replay_takes_only_runs_of_the_versions_agent_and_a_bounded_number(
     with pytest.raises(prompt_ops.PromptOpError, match="at least one"):
         prompt_ops.prompt_replay(version=plasticity, runs=[])
     coach = prompt_ops.prompt_draft_create(agent="coach", body="Be kind. ${blocked_moves}", user=operator)
-    with pytest.raises(prompt_ops.PromptOpError, match="free text"):
+    with pytest.raises(prompt_ops.PromptOpError, match="not coach runs"):
         prompt_ops.prompt_replay(version=coach, runs=[run])
+
+
+def stored_coach_run(username: str, reply: str) -> AgentRun:
+    """Coach's run on a stored turn, as coach_record_start and coach_end leave it."""
+    turn_id = stored_turn(username).turn_id
+    return AgentRun.objects.create(
+        turn_id=turn_id,
+        agent="coach",
+        status=RunStatus.SUCCEEDED,
+        prompt_version=PromptVersion.objects.get(agent="coach", status=PromptStatus.ACTIVE),
+        prompt_values={"blocked_moves": "none"},
+        raw_output=reply,
+    )
+
+
+def test_a_coach_draft_is_replayed_beside_what_the_coachee_read(on_sim: SimulatorServer, operator: Any) -> None:
+    original = "That sounds like a hard week. What got in the way of your runs?"
+    run = stored_coach_run("ana", original)
+    draft = prompt_ops.prompt_draft_create(
+        agent="coach", body="Answer in two sentences and end with one question. ${blocked_moves}", user=operator
+    )
+    new = "Missing runs happens to everyone. Which morning this week could you protect for one short run?"
+    on_sim.configure(agents={"coach": {"script": [new, '{"reply": "structure"}']}})
+    (row,) = prompt_ops.prompt_replay(version=draft, runs=[run], user=operator).rows
+    assert (row.ran, row.valid, row.changed) == (True, True, True), row.new_errors
+    assert (row.original_output, row.new_output) == (original, new)
+    assert row.text_reply
+    (call,) = on_sim.calls(agent="coach")
+    assert call["messages_sha"] == messages_sha(
+        agent_messages(
+            SharedContext(text=run.turn.shared_prompt, tokens=0, message_ids=[]),
+            "Answer in two sentences and end with one question. none",
+        )
+    )
+    # A reply the quality gate would withhold from the coachee does not validate.
+    (junk,) = prompt_ops.prompt_replay(version=draft, runs=[run]).rows
+    assert junk.ran
+    assert not junk.valid
+    assert any(error.startswith("structured") for error in junk.new_errors), junk.new_errors
+    run.refresh_from_db()
+    assert run.raw_output == original  # the stored run is the original, unchanged
 
 
 def test_replay_candidates_are_finished_runs_with_stored_inputs(on_sim: SimulatorServer) -> None:

@@ -478,7 +478,7 @@ class PromptVersionAdmin(AuditedAdmin):
     @admin.display(description="")
     def links(self, obj: PromptVersion) -> SafeString:
         items = [(admin_url(PromptVersion, "diff", obj.pk), "diff")]
-        if obj.agent in OUTPUT_SCHEMAS:
+        if prompt_ops.replayable(obj.agent):
             items.append((admin_url(PromptVersion, "replay", obj.pk), "replay"))
         if obj.status != PromptStatus.ACTIVE:
             items.append((admin_url(PromptVersion, "activate", obj.pk), "activate"))
@@ -556,7 +556,7 @@ class PromptVersionAdmin(AuditedAdmin):
             "active": active,
             "diff": prompt_ops.prompt_diff(active, version) if active and active.pk != version.pk else None,
             "rollback_to": prompt_ops.rollback_target(version.agent) if version.status == PromptStatus.ACTIVE else None,
-            "replayable": version.agent in OUTPUT_SCHEMAS,
+            "replayable": prompt_ops.replayable(version.agent),
             "can_change": self.can_change(request),
             "can_add": self.has_add_permission(request),
             "warnings": prompt_ops.prompt_body_warnings(version.agent, version.body),
@@ -652,7 +652,7 @@ class PromptVersionAdmin(AuditedAdmin):
         version = self._version(request, object_id)
         if not self.can_change(request):
             raise PermissionDenied
-        replayable = version.agent in OUTPUT_SCHEMAS
+        replayable = prompt_ops.replayable(version.agent)
         candidates = list(prompt_ops.replay_candidates(version.agent)) if replayable else []
         chosen = {c.pk for c in candidates[:3]}
         if request.method == "POST" and replayable:
