@@ -319,6 +319,24 @@ class AgentRun(models.Model):
         return f"{self.agent} on turn {self.turn_id} ({self.status})"
 
 
+class EvaluationSet(models.Model):
+    """Past runs of one agent that every draft of its prompt is replayed on and scored against
+    before it is activated, so a change is never made blind."""
+
+    name = models.CharField(max_length=100, unique=True)
+    agent = models.CharField(max_length=16, choices=Agent.choices)
+    runs = models.ManyToManyField(AgentRun, related_name="evaluation_sets")
+    note = models.TextField(blank=True, help_text="What the set covers and why these turns.")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["agent", "name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.agent})"
+
+
 class ReplayStatus(models.TextChoices):
     QUEUED = "queued", "Queued"
     RUNNING = "running", "Running"
@@ -332,6 +350,9 @@ class ReplayJob(models.Model):
 
     version = models.ForeignKey(PromptVersion, on_delete=models.CASCADE, related_name="replay_jobs")
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    evaluation_set = models.ForeignKey(
+        EvaluationSet, null=True, blank=True, on_delete=models.SET_NULL, related_name="replay_jobs"
+    )
     run_ids = models.JSONField(default=list, help_text="The past runs to replay on, in the order chosen.")
     status = models.CharField(max_length=8, choices=ReplayStatus.choices, default=ReplayStatus.QUEUED)
     done = models.PositiveSmallIntegerField(default=0, help_text="Runs finished so far.")

@@ -97,8 +97,8 @@ def expire_overdue_turns_task() -> dict[str, Any]:
     return {"expired": services.overdue_turns_expire()}
 
 
-# Soft limit past the replay's own overall limit (prompt_ops.REPLAY_TOTAL_TIMEOUT_S = 90 s).
-@shared_task(name="coaching.prompt_replay", acks_late=True, soft_time_limit=150, time_limit=180)
+# Its time limits come with each job (prompt_ops.replay_job_start: they grow with its runs).
+@shared_task(name="coaching.prompt_replay", acks_late=True)
 def prompt_replay_task(job_id: int) -> dict[str, Any]:
     prompt_ops.replay_job_run(job_id)
     return {"job_id": job_id}

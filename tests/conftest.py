@@ -56,6 +56,9 @@ def seed_defaults() -> None:
     # After the roles: it adds the platform administrators and takes endpoint changes from
     # operators, and trusts the seeded embedded endpoint.
     importlib.import_module("agents.migrations.0017_endpoint_trust").seed(django_apps, None)
+    importlib.import_module("agents.migrations.0024_replay_jobs_evaluation_sets").grant_evaluation_sets(
+        django_apps, None
+    )
 
 
 def seed_roles() -> None:

@@ -24,6 +24,7 @@ from agents.models import (
     CoachingMove,
     CrisisPattern,
     CrisisResource,
+    EvaluationSet,
     ModelEndpoint,
     PromptStatus,
     PromptVersion,
@@ -268,7 +269,7 @@ def replay_in_background(
     job_url = response["Location"]
     job = ReplayJob.objects.get(version=version, pk=int(job_url.rstrip("/").rsplit("/", 1)[1]))
     sent: list[tuple[str, list[int]]] = []
-    monkeypatch.setattr(prompt_ops.current_app, "send_task", lambda name, args: sent.append((name, args)))
+    monkeypatch.setattr(prompt_ops.current_app, "send_task", lambda name, args, **limits: sent.append((name, args)))
     for callback in callbacks:
         callback()
     assert sent == [("coaching.prompt_replay", [job.pk])]
@@ -646,3 +647,40 @@ def test_operators_see_the_quality_gates_counts_per_check_and_no_conversation(
     finding = QualityFinding.objects.earliest("pk")
     assert op_client.get(url("qualityfinding_change", finding.pk)).status_code == 200
     assert op_client.post(url("qualityfinding_delete", finding.pk)).status_code == 403
+
+
+def test_a_draft_is_evaluated_on_a_kept_set_and_the_score_shows_before_activation(
+    on_sim: SimulatorServer,  # noqa: F811
+    op_client: Client,
+    operator: Any,
+    django_capture_on_commit_callbacks: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    on_sim.configure(agents={"plasticity": {"script": [ORIGINAL], "repeat_last": True}})
+    runs = [stored_turn(f"s{i}") for i in range(2)]
+    draft = prompt_ops.prompt_draft_create(agent="plasticity", body=DRAFT_BODY, user=operator)
+    activate_page = text_of(op_client.get(url("promptversion_activate", draft.pk)))
+    assert "has no evaluation set yet" in activate_page
+    kept = op_client.post(
+        url("promptversion_replay", draft.pk),
+        {"runs": [r.pk for r in runs], "set_name": "two skipped runs", "save_set": "1"},
+    )
+    assert "Kept 2 runs as the evaluation set two skipped runs" in " ".join(messages_of(kept))
+    evaluation_set = EvaluationSet.objects.get(name="two skipped runs")
+    assert "not evaluated" in text_of(op_client.get(url("promptversion_activate", draft.pk)))
+
+    on_sim.configure(agents={"plasticity": {"script": [REPLAYED], "repeat_last": True}})
+    with django_capture_on_commit_callbacks(execute=False):
+        response = op_client.post(url("promptversion_replay", draft.pk), {"evaluate": str(evaluation_set.pk)})
+    job = ReplayJob.objects.get(evaluation_set=evaluation_set)
+    assert response["Location"].endswith(f"/replay/{job.pk}/")
+    prompt_ops.replay_job_run(job.pk)
+    html = text_of(op_client.get(response["Location"]))
+    assert "Evaluation of" in html
+    assert "2 of 2 valid (100%)" in html
+    assert "✓ passes" in html
+    activate_html = text_of(op_client.get(url("promptversion_activate", draft.pk)))
+    assert 'data-set="two skipped runs" data-passed="true"' in activate_html
+    assert "2 of 2 valid (100%), 0 findings" in activate_html
+    # Operators may keep, rename and delete sets (migration 0024 grants it).
+    assert op_client.get(url("evaluationset_change", evaluation_set.pk)).status_code == 200

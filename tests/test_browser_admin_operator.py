@@ -19,6 +19,7 @@ from tests.browser_support import PASSWORD, SCREENSHOTS, chromium_for, off_loop
 from tests.conftest import LiveStack
 from tests.test_prompt_ops import (
     CANARY,
+    DRAFT_BODY,
     ORIGINAL,
     REPLAYED,
     make_operator,
@@ -222,3 +223,32 @@ def test_an_operator_tries_a_coach_draft_on_a_past_turn(
     expect(texts.locator(".original pre")).to_have_text(original)
     expect(texts.locator(".new pre")).to_have_text(new)
     shot(page, "coach-replay")
+
+
+def test_an_operator_scores_a_draft_on_an_evaluation_set_before_activating_it(
+    context: BrowserContext, live_stack: LiveStack, live_sim: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(services, "_start_pipeline", lambda turn_id: None)
+    live_sim.configure(
+        default={"ttft_ms": 0, "tokens_per_s": 0}, agents={"plasticity": {"script": [ORIGINAL], "repeat_last": True}}
+    )
+    off_loop(make_operator, "op", PASSWORD)
+    for i in range(2):
+        off_loop(stored_turn, f"coachee-e{i}", text=f"I skipped my run again ({i}).")
+    draft = off_loop(lambda: prompt_ops.prompt_draft_create(agent="plasticity", body=DRAFT_BODY, user=None))
+    live_sim.configure(agents={"plasticity": {"script": [REPLAYED], "repeat_last": True}})
+
+    page = context.new_page()
+    admin_login(page, live_stack, f"/admin/agents/promptversion/{draft.pk}/replay/")
+    page.get_by_label("or keep the chosen runs as an evaluation set named").fill("skipped runs")
+    page.get_by_role("button", name="Keep as evaluation set").click()
+    expect(page.locator("ul.messagelist")).to_contain_text("Kept 2 runs as the evaluation set skipped runs")
+    page.get_by_role("button", name=f"Evaluate v{draft.version} on it").click()
+    expect(page.locator("#replay-score")).to_contain_text("2 of 2 valid (100%), 0 findings", timeout=30_000)
+    expect(page.locator("#replay-score")).to_have_attribute("data-passed", "true")
+    shot(page, "evaluation-score")
+    page.goto(f"{live_stack.http_url}/admin/agents/promptversion/{draft.pk}/activate/")
+    row = page.locator('#evaluations tr[data-set="skipped runs"]')
+    expect(row).to_contain_text("2 of 2 valid (100%)")
+    expect(row).to_have_attribute("data-passed", "true")
+    shot(page, "evaluation-before-activation")

@@ -374,8 +374,8 @@ def test_a_replay_takes_only_runs_of_the_versions_agent_and_a_bounded_number(
     with pytest.raises(prompt_ops.PromptOpError, match="not stability runs"):
         prompt_ops.prompt_replay(version=stability, runs=[run])
     plasticity = prompt_ops.prompt_draft_create(agent="plasticity", body=DRAFT_BODY, user=operator)
-    with pytest.raises(prompt_ops.PromptOpError, match="at most 10"):
-        prompt_ops.prompt_replay(version=plasticity, runs=[run] * 11)
+    with pytest.raises(prompt_ops.PromptOpError, match=f"at most {prompt_ops.REPLAY_MAX_RUNS}"):
+        prompt_ops.prompt_replay(version=plasticity, runs=[run] * (prompt_ops.REPLAY_MAX_RUNS + 1))
     with pytest.raises(prompt_ops.PromptOpError, match="at least one"):
         prompt_ops.prompt_replay(version=plasticity, runs=[])
     coach = prompt_ops.prompt_draft_create(agent="coach", body="Be kind. ${blocked_moves}", user=operator)
@@ -617,3 +617,64 @@ def test_creation_and_activation_are_addition_and_change_entries(operator: Any) 
     prompt_ops.prompt_version_activate(version=draft, user=operator)
     flags = list(LogEntry.objects.filter(object_id=str(draft.pk)).order_by("pk").values_list("action_flag", flat=True))
     assert flags == [ADDITION, CHANGE]
+
+
+# --- Evaluation sets --------------------------------------------------------------------------
+
+
+def test_an_evaluation_set_scores_a_draft_on_what_code_can_check(
+    on_sim: SimulatorServer, operator: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    runs = [stored_turn(f"e{i}") for i in range(2)]
+    # Stability blocked the move the draft is about to suggest, on the first turn only.
+    AgentRun.objects.create(
+        turn_id=runs[0].turn_id,
+        agent="stability",
+        status=RunStatus.SUCCEEDED,
+        parsed_output={"blocked_moves": ["if_then_plan"], "escalation": "monitor"},
+    )
+    kept = prompt_ops.evaluation_set_create(
+        name="skipped runs", agent="plasticity", run_ids=[r.pk for r in runs], user=operator
+    )
+    with pytest.raises(prompt_ops.PromptOpError, match="exists already"):
+        prompt_ops.evaluation_set_create(name="skipped runs", agent="plasticity", run_ids=[runs[0].pk], user=operator)
+    with pytest.raises(prompt_ops.PromptOpError, match="at least one past plasticity run"):
+        prompt_ops.evaluation_set_create(name="empty", agent="plasticity", run_ids=[], user=operator)
+    draft = prompt_ops.prompt_draft_create(agent="plasticity", body=DRAFT_BODY, user=operator)
+    on_sim.configure(agents={"plasticity": {"script": [REPLAYED], "repeat_last": True}})
+    with django_capture_on_commit_callbacks(execute=False):
+        job = prompt_ops.evaluation_run_start(version=draft, evaluation_set=kept, user=operator)
+    assert job.evaluation_set == kept
+    assert sorted(job.run_ids) == sorted(r.pk for r in runs)
+    prompt_ops.replay_job_run(job.pk)
+    (evaluation,) = prompt_ops.evaluations_of(draft)
+    score = evaluation.score
+    assert (score.total, score.ran, score.valid) == (2, 2, 2)
+    assert score.blocked_moves_used == 1  # if_then_plan on the first turn
+    assert not score.passed
+    assert "1 blocked moves used" in score.summary
+    (row,) = prompt_ops.evaluation_rows(draft, prompt_ops.active_version("plasticity"))
+    assert row.draft is not None
+    assert row.active is None  # the active version was never evaluated on it
+    stability = prompt_ops.prompt_draft_create(agent="stability", body="Assess. ${moves}", user=operator)
+    with pytest.raises(prompt_ops.PromptOpError, match="not stability runs"):
+        prompt_ops.evaluation_run_start(version=stability, evaluation_set=kept, user=operator)
+
+
+@pytest.mark.django_db
+def test_a_stability_draft_that_lowers_a_crisis_does_not_pass() -> None:
+    def row(original: str, new: str) -> prompt_ops.ReplayRow:
+        return prompt_ops.ReplayRow(
+            run_id=1, turn_id=10**9, round=1, run_started_at=None, original_version=1, original_status="succeeded",
+            original_output={"escalation": original, "blocked_moves": []}, original_raw="", original_errors=[],
+            original_error="", original_prompt_tokens=None, original_completion_tokens=None,
+            original_latency_ms=None, ran=True, valid=True, new_output={"escalation": new, "blocked_moves": []},
+        )  # fmt: skip
+
+    report = prompt_ops.ReplayReport(1, "stability", 2, "draft", [row("crisis", "monitor"), row("refer", "crisis")], 0)
+    score = prompt_ops.replay_score(report)
+    assert score.escalation_lowered == 1
+    assert not score.passed
+    assert prompt_ops.replay_score(
+        prompt_ops.ReplayReport(1, "stability", 2, "draft", [row("monitor", "none")], 0)
+    ).passed

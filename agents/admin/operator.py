@@ -39,10 +39,12 @@ from agents.models import (
     CoachingMove,
     CrisisPattern,
     CrisisResource,
+    EvaluationSet,
     ModelEndpoint,
     PromptStatus,
     PromptVersion,
     QualityFinding,
+    ReplayJob,
 )
 from agents.observability import metrics, stats
 from agents.prompts import PLACEHOLDERS, placeholders_in
@@ -659,13 +661,12 @@ class PromptVersionAdmin(AuditedAdmin):
             wanted = {int(v) for v in request.POST.getlist("runs") if v.isdigit()}
             chosen = wanted
             try:
-                job = prompt_ops.replay_job_start(
-                    version=version, run_ids=[c.pk for c in candidates if c.pk in wanted], user=request.user
-                )
+                job = self._replay_post(request, version, [c.pk for c in candidates if c.pk in wanted])
             except prompt_ops.PromptOpError as exc:
                 messages.error(request, f"{str(exc)[:1].upper()}{str(exc)[1:]}.")
             else:
-                return redirect(admin_url(PromptVersion, "replay_job", version.pk, job.pk))
+                if job is not None:
+                    return redirect(admin_url(PromptVersion, "replay_job", version.pk, job.pk))
         context = self._context(
             request,
             f"Replay {version.agent} v{version.version} on past turns",
@@ -674,25 +675,42 @@ class PromptVersionAdmin(AuditedAdmin):
             replayable=replayable,
             candidates=candidates,
             chosen=chosen,
-            jobs=list(version.replay_jobs.select_related("requested_by")[:10]),
+            jobs=list(version.replay_jobs.select_related("requested_by", "evaluation_set")[:10]),
+            evaluation_sets=list(EvaluationSet.objects.filter(agent=version.agent).annotate(run_total=Count("runs"))),
             max_runs=prompt_ops.REPLAY_MAX_RUNS,
             total_timeout_s=int(prompt_ops.REPLAY_TOTAL_TIMEOUT_S),
             endpoint=AgentConfig.objects.select_related("endpoint").filter(agent=version.agent).first(),
         )
         return TemplateResponse(request, TEMPLATES + "promptversion/replay.html", context)
 
+    def _replay_post(self, request: HttpRequest, version: PromptVersion, run_ids: list[int]) -> ReplayJob | None:
+        """The replay form's three buttons: replay the chosen runs, keep them as an evaluation set,
+        or run the version on a kept set. Returns the queued job, if one was."""
+        if "save_set" in request.POST:
+            kept = prompt_ops.evaluation_set_create(
+                name=request.POST.get("set_name", ""), agent=version.agent, run_ids=run_ids, user=request.user
+            )
+            messages.success(request, f"Kept {kept.runs.count()} runs as the evaluation set {kept.name}.")
+            return None
+        if request.POST.get("evaluate", "").isdigit():
+            evaluation_set = get_object_or_404(EvaluationSet, pk=int(request.POST["evaluate"]), agent=version.agent)
+            return prompt_ops.evaluation_run_start(version=version, evaluation_set=evaluation_set, user=request.user)
+        return prompt_ops.replay_job_start(version=version, run_ids=run_ids, user=request.user)
+
     def replay_job_view(self, request: HttpRequest, object_id: str, job_id: int) -> HttpResponse:
         version = self._version(request, object_id)
         if not self.can_change(request):
             raise PermissionDenied
-        job = get_object_or_404(version.replay_jobs.select_related("requested_by"), pk=job_id)
+        job = get_object_or_404(version.replay_jobs.select_related("requested_by", "evaluation_set"), pk=job_id)
+        report = prompt_ops.replay_job_report(job)
         context = self._context(
             request,
             f"Replay {version.agent} v{version.version} on past turns",
             original=version,
             version=version,
             job=job,
-            report=prompt_ops.replay_job_report(job),
+            report=report,
+            score=prompt_ops.replay_score(report) if job.finished else None,
         )
         return TemplateResponse(request, TEMPLATES + "promptversion/replay_job.html", context)
 
@@ -722,6 +740,7 @@ class PromptVersionAdmin(AuditedAdmin):
             active=active,
             diff=prompt_ops.prompt_diff(active, version),
             errors=prompt_ops.prompt_body_errors(version.agent, version.body),
+            evaluations=prompt_ops.evaluation_rows(version, active),
         )
         return TemplateResponse(request, TEMPLATES + "promptversion/activate.html", context)
 
@@ -752,6 +771,30 @@ class PromptVersionAdmin(AuditedAdmin):
 
 
 # --- The move catalog and the crisis configuration -------------------------------------------
+
+
+@admin.register(EvaluationSet)
+class EvaluationSetAdmin(AuditedAdmin):
+    # Made from a prompt version's replay page (the runs chosen there); here renamed, noted, deleted.
+    list_display = ["name", "agent", "run_count", "created_by", "created_at", "last_change"]
+    list_filter = ["agent"]
+    search_fields = ["name", "note"]
+    fields = ["name", "agent", "note", "run_list", "created_by", "created_at"]
+    readonly_fields = ["agent", "run_list", "created_by", "created_at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # a set is made of runs chosen on a replay page
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return super().get_queryset(request).annotate(run_total=Count("runs"))
+
+    @admin.display(description="runs", ordering="run_total")
+    def run_count(self, obj: EvaluationSet) -> int:
+        return int(getattr(obj, "run_total", 0))
+
+    @admin.display(description="runs")
+    def run_list(self, obj: EvaluationSet) -> str:
+        return ", ".join(f"#{run.pk} (turn {run.turn_id})" for run in obj.runs.order_by("pk"))
 
 
 @admin.register(CoachingMove)
