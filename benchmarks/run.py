@@ -450,6 +450,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     if env.metrics:  # a run starts with no samples of an earlier one
         shutil.rmtree(env.metrics_dir, ignore_errors=True)
         env.metrics_dir.mkdir(parents=True)
+    os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
     os.environ.update(env.variables())  # this process reads the same settings as the stack
     from benchmarks import report
 

@@ -69,14 +69,18 @@ class BenchEnv:
             "LOG_LEVEL": "WARNING",
             "PYTHONUNBUFFERED": "1",
             "COACHING_METRICS": "1" if self.metrics else "0",
-            # Every process of the stack writes its samples here, as `make run` sets it up.
-            "PROMETHEUS_MULTIPROC_DIR": str(self.metrics_dir) if self.metrics else "",
         }
+        if self.metrics:  # every process of the stack writes its samples here, as `make run` sets it up
+            values["PROMETHEUS_MULTIPROC_DIR"] = str(self.metrics_dir)
         values.update(overrides)
         return values
 
     def process_env(self, **overrides: str) -> dict[str, str]:
-        return {**os.environ, **self.variables(**overrides)}
+        inherited = dict(os.environ)
+        # prometheus_client writes its files wherever this names, even when it is empty (the
+        # working directory): with metrics off it must not be set at all.
+        inherited.pop("PROMETHEUS_MULTIPROC_DIR", None)
+        return {**inherited, **self.variables(**overrides)}
 
 
 def recreate_database(env: BenchEnv) -> None:
