@@ -85,6 +85,7 @@ INSTALLED_APPS = [
     "axes",
     "csp",
     "agents",
+    "planner",
 ]
 
 MIDDLEWARE = [
