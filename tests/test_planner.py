@@ -3,6 +3,8 @@ efficiency, the critical path), on the seeded catalogue."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.core.management import call_command
 
@@ -106,3 +108,22 @@ def test_the_original_setups_turn_and_the_commands_table(capsys: pytest.CaptureF
     out = capsys.readouterr().out
     assert "~40 s" in out
     assert "~108 s" in out
+
+
+def test_the_plan_page_draws_the_topology_beside_the_numbers(admin_client: Any) -> None:
+    from agents.models import ModelEndpoint
+    from planner.models import Placement
+
+    endpoint = ModelEndpoint.objects.get(name="embedded")
+    Placement.objects.create(
+        endpoint=endpoint,
+        model=ModelCard.objects.get(name="smollm2-135m"),
+        gpu=Gpu.objects.get(name="cpu-vllm-here"),
+        tensor_parallel=1,
+    )
+    response = admin_client.get("/admin/planner/placement/plan/?turns=2")
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert '<svg id="topology"' in page
+    assert "vllm serve HuggingFaceTB/SmolLM2-135M-Instruct" in page
+    assert "measured" in page
