@@ -7,3 +7,7 @@ class AgentsConfig(AppConfig):
 
     def ready(self) -> None:
         from agents import checks, signals  # noqa: F401  (registers the system checks and receivers)
+        from agents.observability import metrics, tracing
+
+        metrics.setup()
+        tracing.setup()

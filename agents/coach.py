@@ -46,6 +46,7 @@ from agents.models import (
     RunStatus,
     Turn,
 )
+from agents.observability import hooks as observe
 from agents.pipeline import (
     catalog_text,
     load_turn,
@@ -368,6 +369,7 @@ def coach_end(
                 },
             )
             services.degraded_notice_emit(turn_id=call.turn_id, reason="coach_failed")
+    observe.coach_ended(call=call, error=error, state=state, latency_ms=latency_ms, prompt_tokens=prompt_tokens)
 
 
 def _route_fields(call: CoachCall) -> dict[str, Any]:

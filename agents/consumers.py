@@ -21,6 +21,7 @@ from pydantic import TypeAdapter, ValidationError
 from agents import context_ahead, services
 from agents.coach import Speculation, coach_accept, coach_run, coach_speculate
 from agents.db import db_call
+from agents.observability import metrics
 from agents.schemas import UNSTORABLE_TEXT, InboundFrame, PingFrame, ResumeFrame, StopFrame, UserMessageFrame
 
 logger = logging.getLogger(__name__)
@@ -106,10 +107,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self.channel_layer.group_add(services.session_group(self.session_id), self.channel_name)
         await self.channel_layer.group_add(services.user_group(self.user_id), self.channel_name)
         await self.accept()
+        metrics.ws_connected()
         _read_context_ahead_soon(session_id, ("socket", self.channel_name))
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "session_id"):
+            metrics.ws_disconnected()
             await self._release()
             await self.channel_layer.group_discard(services.session_group(self.session_id), self.channel_name)
             await self.channel_layer.group_discard(services.user_group(self.user_id), self.channel_name)
@@ -118,6 +121,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         # Accept, then close with the reason: a close before accept() is an HTTP 403 to the
         # browser, which then only sees 1006 and cannot tell "log in again" from "not yours".
         # Nothing is sent and no group is joined before the close.
+        metrics.ws_refused(code)
         await self.accept()
         await self.close(code=code)
 
@@ -125,6 +129,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self.send(text_data=json.dumps(event))
 
     async def send_error(self, code: str, detail: str) -> None:
+        metrics.ws_frame_refused(code)
         await self.send_event({"type": "error", "code": code, "detail": detail})
 
     # --- Client frames ----------------------------------------------------------------
@@ -223,13 +228,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def on_resume(self, frame: ResumeFrame) -> None:
         after_seq = frame.after_seq
+        replayed = 0
         while True:
             events = await db_call(services.events_after)(session_id=self.session_id, after_seq=after_seq)
+            replayed += len(events)
             for event in events:
                 await self.send_event(event)
             if len(events) < services.REPLAY_PAGE:
                 break
             after_seq = events[-1]["seq"]
+        metrics.ws_resumed(events=replayed)
         for status in await db_call(services.agent_statuses)(session_id=self.session_id):
             await self.send_event(status)
         streaming = await db_call(services.streaming_coach_messages)(session_id=self.session_id)

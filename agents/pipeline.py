@@ -65,6 +65,7 @@ from agents.models import (
     RunStatus,
     Turn,
 )
+from agents.observability import metrics, tracing
 from agents.prompts import render_prompt
 from agents.schemas import (
     OUTPUT_SCHEMAS,
@@ -323,6 +324,7 @@ def instructions_for(body: str, values: dict[str, str], extra_instructions: str)
     return instructions + "\n\n" + extra_instructions if extra_instructions else instructions
 
 
+@tracing.traced_agent_run  # the `invoke_agent {name}` span
 def run_json_agent(
     *,
     turn: Turn,
@@ -535,6 +537,7 @@ def _finish_run(
     run.latency_ms = int((time.monotonic() - started) * 1000)
     with bookkeeping_atomic():
         run.save(update_fields=FINISHED_RUN_FIELDS)
+    metrics.agent_run_recorded(run)
 
 
 def _record_failure(run: AgentRun, turn: Turn, started: float, error: str, *, attempts: int) -> JsonCallResult:
@@ -545,6 +548,7 @@ def _record_failure(run: AgentRun, turn: Turn, started: float, error: str, *, at
     run.latency_ms = int((time.monotonic() - started) * 1000)
     with bookkeeping_atomic():
         run.save(update_fields=FINISHED_RUN_FIELDS)
+    metrics.agent_run_recorded(run)
     logger.warning("agent %s failed on turn %s: %s", run.agent, turn.pk, error[:300])
     services.agent_status_emit(turn=turn, agent=run.agent, state="failed", ms=run.latency_ms)
     return JsonCallResult(None, run)

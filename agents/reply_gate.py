@@ -14,6 +14,7 @@ from datetime import timedelta
 from agents import quality, services
 from agents.arbitration import MoveInfo
 from agents.models import Escalation, Message, QualityFinding, Role, Turn
+from agents.observability import metrics
 from agents.quality.lexicon import MOVE_CUES
 from agents.schemas import ShadowOutput
 from agents.transactions import bookkeeping_atomic
@@ -129,6 +130,7 @@ def findings_record(
 ) -> None:
     if not findings:
         return
+    metrics.quality_findings(surface=surface, checks=[f.check for f in findings], action=action)
     with bookkeeping_atomic():
         QualityFinding.objects.bulk_create(
             QualityFinding(

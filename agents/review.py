@@ -843,6 +843,8 @@ def crisis_signal_text(signal: dict[str, Any] | None) -> str:
     else:
         features = ", ".join(f"“{f}”" for f in signal.get("features", []))
         why = f"classifier, score {signal.get('score')}; strongest n-grams {features or 'none'}"
+        if "meaning" in signal:  # the sentence embedding's share, in log-odds (older turns lack it)
+            why += f"; the message's meaning weighed {signal['meaning']:+}"
         if signal.get("context"):
             why += f"; distress earlier in the session {signal.get('context')}"
     level = signal.get("level", "")

@@ -60,6 +60,8 @@ from agents.models import (
     Turn,
     TurnStatus,
 )
+from agents.observability import hooks as observe
+from agents.observability import metrics
 
 logger = logging.getLogger(__name__)
 
@@ -307,6 +309,9 @@ def crisis_answer(*, turn: Turn, signal: safety.CrisisSignal) -> None:
     turn.flagged = True
     turn.flag_reason = signal.reason()[:200]
     turn.crisis_signal = signal.record()
+    transaction.on_commit(
+        functools.partial(metrics.crisis_hit, layer=signal.layer, category=signal.category, level=signal.level)
+    )
     safety_notice_emit(turn=turn, level=signal.level, category=signal.category)
     seq = next_seq(turn.session_id)
     reply = safety.crisis_reply(turn.session.locale, signal.category)
@@ -497,6 +502,7 @@ def turn_finish(
                 "missing": missing or [],
             },
         )
+    transaction.on_commit(functools.partial(observe.turn_finished, turn=turn, fallback=fallback))
     return True
 
 

@@ -1,11 +1,14 @@
 """Signal receivers, connected in AgentsConfig.ready()."""
 
+import time
 from typing import Any
 
+from celery.signals import task_postrun, task_prerun
 from django.contrib.auth.signals import user_logged_out, user_login_failed
 from django.dispatch import receiver
 
 from agents import services, throttle
+from agents.observability import metrics
 
 
 @receiver(user_logged_out)
@@ -20,3 +23,21 @@ def count_failed_login_by_address(sender: Any, credentials: Any, request: Any = 
     # Across usernames (django-axes counts per username and address).
     if request is not None:
         throttle.login_failed(request)
+
+
+# --- Celery task timings (agents/observability/metrics.py) --------------------------------
+# task_id -> monotonic start; a thread pool runs many tasks at once, each with its own id.
+_task_started: dict[str, float] = {}
+
+
+@task_prerun.connect
+def task_timer_start(sender: Any = None, task_id: str = "", **kwargs: Any) -> None:
+    if metrics.enabled():
+        _task_started[task_id] = time.monotonic()
+
+
+@task_postrun.connect
+def task_timer_stop(sender: Any = None, task_id: str = "", state: str = "", **kwargs: Any) -> None:
+    started = _task_started.pop(task_id, None)
+    if started is not None:
+        metrics.task_finished(task=getattr(sender, "name", ""), state=state, seconds=time.monotonic() - started)

@@ -34,6 +34,12 @@ def env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
+# Prometheus metrics on (default) or off: off, every recording call returns at once, the scrape
+# path answers 404 and django-prometheus's middleware and database wrapper are left out (the
+# benchmark compares both). The rest of the observability settings are near the end.
+COACHING_METRICS = env_bool("COACHING_METRICS", True)
+
+
 def database_from_url(url: str) -> dict[str, object]:
     parsed = urlparse(url)
     # At least a Celery worker's threads (-c 64 in the benchmark) plus a few: a thread keeps its
@@ -41,7 +47,8 @@ def database_from_url(url: str) -> dict[str, object]:
     # health-check ping on the turn's critical path every time it was taken again).
     pool_max_size = env_int("DATABASE_POOL_MAX_SIZE", 80)
     return {
-        "ENGINE": "django.db.backends.postgresql",
+        # django-prometheus's wrapper of the same backend counts queries, errors and new connections.
+        "ENGINE": "django_prometheus.db.backends.postgresql" if COACHING_METRICS else "django.db.backends.postgresql",
         "NAME": unquote(parsed.path.lstrip("/")),
         "USER": unquote(parsed.username or ""),
         "PASSWORD": unquote(parsed.password or ""),
@@ -87,6 +94,8 @@ INSTALLED_APPS = [
     "agents",
     "planner",
 ]
+if COACHING_METRICS:
+    INSTALLED_APPS.append("django_prometheus")
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -104,6 +113,13 @@ MIDDLEWARE = [
     # Last, as django-axes requires: it turns a locked-out login into a clear 429 page.
     "axes.middleware.AxesMiddleware",
 ]
+if COACHING_METRICS:
+    # HTTP requests by view, method and status, timed around every other middleware.
+    MIDDLEWARE = [
+        "django_prometheus.middleware.PrometheusBeforeMiddleware",
+        *MIDDLEWARE,
+        "django_prometheus.middleware.PrometheusAfterMiddleware",
+    ]
 
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",  # refuses logins while locked out
@@ -342,6 +358,28 @@ EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "coaching@localhost")
 # Where coaches reach the admin: alert emails link to the turn's review page under it.
 COACHING_SITE_URL = env_str("COACHING_SITE_URL", "http://localhost:8000").rstrip("/")
+
+# --- Observability (agents/observability/) --------------------------------------------------
+# COACHING_METRICS: see the top of this file.
+# prometheus_client's multiprocess mode: every process of a host (Daphne, each Celery worker)
+# writes its samples to files in this directory and one scrape adds them up. Set by the run
+# script to a fresh directory per start (it must be emptied before the processes start). Empty:
+# each process keeps its own samples and the scrape shows only the process that answers it.
+# prometheus_client reads the variable itself, at import; this copy is what the app consults.
+PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", "")
+# Prometheus scrapes /metrics with "Authorization: Bearer <token>"; operators signed in to the
+# admin may read it too. Empty: only signed-in operators (no anonymous scrape at all).
+COACHING_METRICS_TOKEN = env_str("COACHING_METRICS_TOKEN", "")
+# A separate scrape port (manage.py metrics_serve, for hosts that run only Celery workers):
+# bound to this address, localhost unless an operator opens it.
+COACHING_METRICS_ADDR = env_str("COACHING_METRICS_ADDR", "127.0.0.1")
+COACHING_METRICS_PORT = env_int("COACHING_METRICS_PORT", 9464)
+# OpenTelemetry traces in the GenAI conventions, exported over OTLP/HTTP when an endpoint is set
+# (e.g. http://localhost:4318); off otherwise. Message text goes into spans only when
+# COACHING_TRACE_CONTENT is on (it is the coachee's words: an operator's decision).
+OTEL_EXPORTER_OTLP_ENDPOINT = env_str("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+OTEL_SERVICE_NAME = env_str("OTEL_SERVICE_NAME", "coaching")
+COACHING_TRACE_CONTENT = env_bool("COACHING_TRACE_CONTENT", False)
 
 LOGGING = {
     "version": 1,

@@ -29,12 +29,13 @@ def cross_validate(thresholds: tuple[float, ...] = (0.5, 0.6, 0.7, 0.8, 0.85, 0.
     from sklearn.model_selection import StratifiedKFold
 
     langs, labels, texts = crisis_model.read_training_data()
+    embeddings = crisis_model.embed(texts)
     is_crisis = np.array([label in crisis_model.CATEGORIES for label in labels])
     scores = np.zeros(len(texts))
     long_enough = np.array([not crisis_model.too_short(text) for text in texts])
     folds = StratifiedKFold(n_splits=5, shuffle=True, random_state=0)
     for train, test in folds.split(texts, [f"{lang}/{label}" for lang, label in zip(langs, labels, strict=True)]):
-        fitted = crisis_model.fit([texts[i] for i in train], [labels[i] for i in train])
+        fitted = crisis_model.fit([texts[i] for i in train], [labels[i] for i in train], embeddings=embeddings[train])
         detector = crisis_model.Detector(fitted)
         for i in test:
             scores[i] = detector.score(texts[i], explain=False).crisis

@@ -74,6 +74,19 @@ else
 fi
 "$PY" manage.py check --fail-level ERROR >/dev/null
 
+# Prometheus multiprocess mode: the worker, beat and Daphne write their samples here and
+# /metrics adds them up. Emptied now, before they start: a previous run's files would be
+# counted again (agents/observability/metrics.py). Restarts by supervise keep the directory.
+export PROMETHEUS_MULTIPROC_DIR="${PROMETHEUS_MULTIPROC_DIR:-$RUN_DIR/metrics}"
+rm -rf "$PROMETHEUS_MULTIPROC_DIR" && mkdir -p "$PROMETHEUS_MULTIPROC_DIR"
+if [ -z "${COACHING_METRICS_TOKEN:-}" ] && [ -f "$RUN_DIR/metrics-token" ]; then
+  export COACHING_METRICS_TOKEN="$(cat "$RUN_DIR/metrics-token")"
+elif [ -z "${COACHING_METRICS_TOKEN:-}" ]; then
+  # A token for Prometheus, kept in .run/ (deploy/prometheus.yml reads it from there).
+  export COACHING_METRICS_TOKEN="$("$PY" -c 'import secrets; print(secrets.token_urlsafe(32))')"
+  (umask 077 && printf '%s' "$COACHING_METRICS_TOKEN" >"$RUN_DIR/metrics-token")
+fi
+
 say "starting the Celery worker (thread pool) and Celery beat"
 : >"$RUN_DIR/worker.log"
 supervise "the Celery worker" "$RUN_DIR/worker.log" "$VENV/bin/celery" -A coaching_site worker -P threads \

@@ -36,6 +36,8 @@ from agents.models import AgentConfig, CoachingSession, ModelEndpoint, Turn
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 OUTPUT_DIR = ROOT / "test-output"
+# Prometheus reads the live stack's /metrics with this (tests/test_metrics.py).
+METRICS_TOKEN = "test-metrics-token-0123456789"
 
 
 def seed_defaults() -> None:
@@ -153,6 +155,7 @@ class LiveStack:
     ws_url: str
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     logs: list[Path] = field(default_factory=list)
+    metrics_dir: Path | None = None
 
     def log_tail(self, lines: int = 60) -> str:
         out = []
@@ -237,7 +240,16 @@ def start_stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[Calla
 
     def start(*, deadline_s: float = 20.0, name: str = "stack", concurrency: int = 12) -> LiveStack:
         flush_test_redis()
-        env = stack_env(COACHING_TURN_DEADLINE_S=str(deadline_s))
+        # prometheus_client's multiprocess directory: the worker's and Daphne's samples, added
+        # up by the scrape; emptied per start, as the run script does.
+        metrics_dir = OUTPUT_DIR / f"{name}-metrics"
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+        metrics_dir.mkdir(parents=True)
+        env = stack_env(
+            COACHING_TURN_DEADLINE_S=str(deadline_s),
+            PROMETHEUS_MULTIPROC_DIR=str(metrics_dir),
+            COACHING_METRICS_TOKEN=METRICS_TOKEN,
+        )
         port = free_port()
         worker_log = OUTPUT_DIR / f"{name}-worker.log"
         web_log = OUTPUT_DIR / f"{name}-web.log"
@@ -254,7 +266,9 @@ def start_stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[Calla
              "coaching_site.asgi:application"],
             env=env, cwd=ROOT, stdout=web_log.open("wb"), stderr=subprocess.STDOUT,
         )  # fmt: skip
-        stack = LiveStack(f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}", [worker, web], [worker_log, web_log])
+        stack = LiveStack(
+            f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}", [worker, web], [worker_log, web_log], metrics_dir
+        )
         started.append(stack)
         _wait_http(f"{stack.http_url}/healthz", 30)
         _wait_worker(env, 60)

@@ -107,6 +107,44 @@ def test_the_classifier_explains_itself() -> None:
     assert crisis_model.classify("can we plan my week so there is time for the gym") is None
 
 
+def test_the_embedding_carries_meaning_the_ngrams_do_not_share() -> None:
+    # Indirect wording in two languages; the embedding's share must push towards crisis.
+    for text in (
+        "lately i have been giving my things away and i wrote a letter to each of my friends",
+        "я раздала свои вещи и написала всем письма, так им будет проще",
+    ):
+        score = crisis_model.detector().score(text)
+        assert score.meaning > 0, text
+    everyday = crisis_model.detector().score("can we look at my calendar and find two slots for deep work")
+    assert everyday.meaning < 0
+
+
+def test_text_in_no_script_of_the_products_languages_is_not_scored() -> None:
+    rng = random.Random(7)
+    noise = "".join(chr(rng.randrange(0x20, 0xD7FF)) for _ in range(4000))
+    assert not crisis_model.readable(noise)
+    assert crisis_model.classify(noise) is None
+    assert crisis_model.readable("я больше не могу так жить 😔")
+    assert crisis_model.readable("Je n'en peux plus, vraiment.")
+
+
+def test_a_long_message_embeds_only_its_most_worrying_pieces(monkeypatch: Any) -> None:
+    embedded: list[str] = []
+    real_embed = crisis_model.embed
+
+    def counting(texts: Any) -> Any:
+        embedded.extend(texts)
+        return real_embed(texts)
+
+    monkeypatch.setattr(crisis_model, "embed", counting)
+    filler = "We talked about the quarterly plan and how I want to structure my mornings. " * 12
+    crisis = "I have decided to end my life tonight, I have the pills ready. "
+    hit = crisis_model.classify(filler + crisis + filler)
+    assert len(embedded) <= crisis_model.EMBED_CHUNKS
+    assert any("end my life" in piece for piece in embedded)
+    assert hit is not None
+
+
 EVERYDAY_SHORT = [
     line
     for line in (Path(__file__).parent / "data" / "everyday_short.txt").read_text(encoding="utf-8").splitlines()

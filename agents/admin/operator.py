@@ -44,6 +44,7 @@ from agents.models import (
     PromptVersion,
     QualityFinding,
 )
+from agents.observability import metrics, stats
 from agents.prompts import PLACEHOLDERS, placeholders_in
 from agents.schemas import OUTPUT_SCHEMAS
 
@@ -368,6 +369,7 @@ class AgentConfigAdmin(AuditedAdmin):
     ]
     list_editable = ["enabled"]
     list_select_related = ["endpoint"]
+    change_list_template = TEMPLATES + "agentconfig/change_list.html"
     fields = ["agent", "endpoint", "temperature", "max_tokens", "context_budget", "thinking", "enabled", "updated_at"]
     readonly_fields = ["updated_at"]
 
@@ -377,6 +379,30 @@ class AgentConfigAdmin(AuditedAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: AgentConfig | None = None) -> bool:
         return False  # every agent needs a config (agents.E002); disable it instead
+
+    def get_urls(self) -> list[URLPattern]:
+        return [
+            path("last-hour/", self.admin_site.admin_view(self.last_hour_view), name="agents_agentconfig_last_hour"),
+            *super().get_urls(),
+        ]
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        return super().changelist_view(request, {**(extra_context or {}), "last_hour_url": "last-hour/"})
+
+    def last_hour_view(self, request: HttpRequest) -> HttpResponse:
+        """Per agent over the last hour, from AgentRun rows (observability.stats): for operators
+        without Grafana. Figures only: no turn, coachee or text."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": "Agents in the last hour",
+            "hours": stats.last_hour(),
+            "reasons": stats.failure_reasons(),
+            "outcomes": [(key, key.replace("_", " ").capitalize()) for key in metrics.OUTCOMES],
+        }
+        return TemplateResponse(request, TEMPLATES + "agentconfig/last_hour.html", context)
 
     @admin.display(description="Endpoint", ordering="endpoint__name")
     def endpoint_link(self, obj: AgentConfig) -> SafeString:

@@ -22,6 +22,7 @@ from django.conf import settings
 from agents.llm import breaker
 from agents.llm.errors import LLMError, LLMPermanentError, LLMRequestsDisabled, LLMTransientError
 from agents.llm.keys import api_key_env_problem
+from agents.observability.llm import observed_completion, observed_stream
 
 if TYPE_CHECKING:
     from agents.models import ModelEndpoint
@@ -174,6 +175,7 @@ def _request_kwargs(
     }
 
 
+@observed_completion  # metrics and the `chat {model}` span (agents/observability/llm.py)
 def chat_complete(
     spec: EndpointSpec,
     messages: list[dict[str, str]],
@@ -215,6 +217,7 @@ def chat_complete(
     )
 
 
+@observed_stream  # metrics, time to first token and the `chat {model}` span
 async def chat_stream(
     spec: EndpointSpec,
     messages: list[dict[str, str]],
