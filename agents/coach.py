@@ -70,6 +70,11 @@ USER_FACING_ERRORS = {
     "you will get a shorter answer.",
     "llm_busy": "The coaching model is busy right now. Your message is saved; the full answer will follow.",
 }
+# A reply that failed after its first words: what was shown stays, marked as cut off.
+CUT_OFF_ERROR = (
+    "The immediate reply was cut off: the coaching model stopped answering. Your message is saved; "
+    "the full answer will follow if the model comes back, or you can send it again."
+)
 
 
 @dataclass
@@ -365,7 +370,9 @@ def coach_end(
                 payload={
                     "turn_id": call.turn_id,
                     "code": error.code,
-                    "detail": USER_FACING_ERRORS.get(error.code, "The immediate reply failed. Your message is saved."),
+                    "detail": CUT_OFF_ERROR
+                    if text
+                    else USER_FACING_ERRORS.get(error.code, "The immediate reply failed. Your message is saved."),
                 },
             )
             services.degraded_notice_emit(turn_id=call.turn_id, reason="coach_failed")
@@ -392,7 +399,8 @@ def coach_findings(call: CoachCall, text: str, status: str) -> list[quality.Find
         return [quality.Finding("empty", f"held reply ended {status}, unchecked")]
     if status == MessageStatus.STOPPED:
         return []  # the coachee stopped it mid-sentence: what they saw stays as they left it
-    return quality.reply_findings(text, call.expect)
+    # Failed mid-stream: a few words are expected, what they say is still checked.
+    return quality.reply_findings(text, call.expect, cut_off=status == MessageStatus.FAILED)
 
 
 @dataclass(frozen=True)
@@ -723,7 +731,11 @@ async def coach_relay(call: CoachCall, state: StreamState, pieces: AsyncIterator
         await asyncio.shield(flush())
         raise
     except LLMError as exc:
-        status = MessageStatus.FAILED if not text else MessageStatus.COMPLETE
+        # Failed, also after some text came: the coachee saw the start of a reply that the
+        # model never finished (no fallback splices in another model's continuation). The
+        # text so far stays, marked failed as the watchdog marks an interrupted stream
+        # (services.coach_interrupted_close), and the error event offers Retry.
+        status = MessageStatus.FAILED
         error = exc
         logger.warning("coach failed on turn %s: %s", call.turn_id, exc)
     finally:

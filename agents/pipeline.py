@@ -853,6 +853,9 @@ def coach_reply_text(turn_id: int) -> str:
         return "(not finished)"
     if found[1] == MessageStatus.WITHDRAWN:
         return "(none: it failed the quality check; write the whole answer yourself)"
+    if found[1] == MessageStatus.FAILED:
+        # The coachee saw these words and then an error: Synth completes the thought.
+        return f"{found[0]} (cut off here: the model failed mid-reply)"
     return str(found[0])
 
 

@@ -13,8 +13,11 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.urls import reverse
 
-from agents import handoff, pipeline, services
+from agents import coach, handoff, pipeline, services
 from agents.llm import breaker, limits
 from agents.llm.routing import cache_salt_for
 from agents.llm.schema import extra_body_for
@@ -24,6 +27,7 @@ from agents.models import (
     AgentConfig,
     AgentFallback,
     AgentRun,
+    CoachingSession,
     Message,
     MessageStatus,
     ModelEndpoint,
@@ -456,7 +460,9 @@ async def test_coach_failing_after_its_first_token_shows_an_error_with_retry_not
         AgentFallback.objects.create(config=AgentConfig.objects.get(agent=Agent.COACH), endpoint=backup, position=1)
 
     await sync_to_async(add_fallback)()
-    sim.configure(agents={"coach": {"fault": "drop", "drop_after_tokens": 3, "output_tokens": 30}})
+    # Slow enough that the first tokens are relayed (deltas go out in 30-50 ms batches) before
+    # the server drops the stream after its third token.
+    sim.configure(agents={"coach": {"fault": "drop", "drop_after_tokens": 3, "output_tokens": 30, "tokens_per_s": 15}})
     client = await start_turn(two_worker_stack, "dropped-1", "I want to start running again.")
     try:
         error = await client.until(lambda e: e["type"] == "error" and e.get("turn_id") is not None, timeout_s=60)
@@ -465,9 +471,58 @@ async def test_coach_failing_after_its_first_token_shows_an_error_with_retry_not
     # The page turns an error with a turn id into a notice with Retry (static/chat/chat.js,
     # turnTrouble); the fallback was never asked once a token had been shown.
     assert error["code"] == "llm_unavailable"
-    assert error["detail"]
+    assert error["detail"] == coach.CUT_OFF_ERROR
     assert sim_b.calls("coach") == []
+    assert len(sim.calls("coach")) == 1
     deltas = "".join(e["text"] for e in client.events if e["type"] == "coach.delta")
     assert deltas, "the first tokens were streamed before the failure"
+    done = next(e for e in client.events if e["type"] == "coach.done")
+    # What was shown stays, recorded as failed (not as a complete reply).
+    assert done["status"] == MessageStatus.FAILED
+    assert done["text"].startswith(deltas)
     message = await sync_to_async(Message.objects.filter(role="coach", session__coachee__username="dropped-1").get)()
-    assert message.text.startswith(deltas)
+    assert message.status == MessageStatus.FAILED
+    assert message.text == done["text"]
+    run = await sync_to_async(AgentRun.objects.select_related("endpoint").get)(
+        agent=Agent.COACH, turn__session__coachee__username="dropped-1"
+    )
+    assert run.status == RunStatus.FAILED
+    assert run.error.startswith("llm_unavailable")
+    assert run.endpoint is not None
+    assert run.endpoint.name == "test"
+    assert run.fallback_from is None
+
+    # A reconnect replays the same: the reply as failed and the error with its Retry.
+    session = await sync_to_async(CoachingSession.objects.get)(pk=message.session_id)
+    cookie = await sync_to_async(login_cookie)("dropped-1", "pw-for-tests-1")
+    async with ChatClient(two_worker_stack, session, cookie) as again:
+        await again.send({"type": "resume", "after_seq": 0})
+        replayed_error = await again.until(lambda e: e["type"] == "error", timeout_s=30)
+    replayed_done = next(e for e in again.events if e["type"] == "coach.done")
+    assert replayed_done["status"] == MessageStatus.FAILED
+    assert replayed_done["text"] == message.text
+    assert replayed_error["detail"] == coach.CUT_OFF_ERROR
+
+    # The coach's review shows it as failed, not as a finished reply.
+    def review_page() -> str:
+        admin = get_user_model().objects.create_superuser("review-admin", password="pw-for-tests-1")
+        browser = Client()
+        browser.force_login(admin)
+        response = browser.get(reverse("admin:agents_coachingsession_review", args=[message.session_id]))
+        assert response.status_code == 200
+        return response.content.decode()
+
+    page = await sync_to_async(review_page)()
+    assert "Coach · immediate reply (failed)" in page
+
+
+def test_synth_is_told_that_coachs_reply_was_cut_off(two_endpoints: Turn) -> None:
+    """Synth reads a failed Coach reply as the words the coachee saw, marked as cut off."""
+    message = Message.objects.create(
+        session=two_endpoints.session, seq=99, role="coach", text="You could start with", status=MessageStatus.FAILED
+    )
+    Turn.objects.filter(pk=two_endpoints.pk).update(coach_message=message)
+    cut_off = "You could start with (cut off here: the model failed mid-reply)"
+    assert pipeline.coach_reply_text(two_endpoints.pk) == cut_off
+    Message.objects.filter(pk=message.pk).update(status=MessageStatus.COMPLETE)
+    assert pipeline.coach_reply_text(two_endpoints.pk) == "You could start with"
