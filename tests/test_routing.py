@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -143,6 +144,91 @@ def test_a_crashed_holders_slot_heals_when_its_lease_expires(slots: None, monkey
     lease = limits.acquire("ep", 1, deadline=time.time() + 3)
     assert 0.1 < lease.waited_s < 2.0
     lease.release()
+
+
+async def coach_waits(endpoint: str) -> None:
+    """Until a Coach call is registered as waiting for a slot of `endpoint` (5 s at most)."""
+    for _ in range(500):
+        if await asyncio.to_thread(limits.waiting_first, endpoint):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("no Coach call is waiting")
+
+
+def test_coach_takes_the_next_free_slot_ahead_of_background_calls_that_waited_longer(slots: None) -> None:
+    """Three background calls wait for the only slot; Coach comes later and still gets it
+    first. Without the priority Coach would win the race against their polls about one time
+    in four."""
+    held = limits.acquire("ep", 1, deadline=time.time() + 5)
+    order: list[str] = []
+    lock = threading.Lock()
+
+    def background(i: int) -> None:
+        lease = limits.acquire("ep", 1, deadline=time.time() + 10)
+        with lock:
+            order.append(f"background-{i}")
+        time.sleep(0.05)
+        lease.release()
+
+    waiters = [threading.Thread(target=background, args=(i,)) for i in range(3)]
+    for thread in waiters:
+        thread.start()
+    time.sleep(0.2)  # the three are polling
+
+    async def coach_call() -> None:
+        lease = await limits.aacquire("ep", 1, deadline=time.time() + 10, priority=True)
+        with lock:
+            order.append("coach")
+        await asyncio.sleep(0.05)
+        await lease.arelease()
+
+    async def scenario() -> None:
+        task = asyncio.ensure_future(coach_call())
+        await coach_waits("ep")
+        await held.arelease()
+        await task
+
+    asyncio.run(scenario())
+    for thread in waiters:
+        thread.join(timeout=10)
+    assert order[0] == "coach"
+    assert sorted(order[1:]) == ["background-0", "background-1", "background-2"]
+    assert limits.waiting_first("ep") == 0
+
+
+def test_a_coach_call_that_gives_up_waiting_holds_no_background_call_back(slots: None) -> None:
+    held = limits.acquire("ep", 1, deadline=time.time() + 5)
+    with pytest.raises(limits.LLMSlotTimeout):
+        asyncio.run(limits.aacquire("ep", 1, deadline=time.time() + 0.2, priority=True))
+    assert limits.waiting_first("ep") == 0
+    held.release()
+    # Taken at once: the withdrawn Coach call does not keep the free slot for itself.
+    lease = limits.acquire("ep", 1, deadline=time.time() + 0.1)
+    assert lease.slot is not None
+    lease.release()
+
+
+def test_while_coach_waits_a_background_call_takes_only_a_slot_beyond_it(slots: None) -> None:
+    """Limit 2, one held, one Coach call waiting on a full endpoint: after one release one slot
+    is free and it is Coach's; a background call gets none until a second is free."""
+    a = limits.acquire("ep", 2, deadline=time.time() + 5)
+    b = limits.acquire("ep", 2, deadline=time.time() + 5)
+
+    async def scenario() -> None:
+        coach_call = asyncio.ensure_future(limits.aacquire("ep", 2, deadline=time.time() + 5, priority=True))
+        await coach_waits("ep")
+        a.release()
+        with pytest.raises(limits.LLMSlotTimeout):
+            await asyncio.to_thread(limits.acquire, "ep", 2, deadline=time.time() + 0.02)
+        lease = await coach_call
+        assert lease.slot is not None
+        b.release()
+        background = await asyncio.to_thread(limits.acquire, "ep", 2, deadline=time.time() + 1)
+        assert background.slot is not None
+        background.release()
+        await lease.arelease()
+
+    asyncio.run(scenario())
 
 
 HOLDER = """

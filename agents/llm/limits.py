@@ -10,6 +10,14 @@ removes exactly that id: a second release, or one after the lease expired, chang
 A per-process limit (LiteLLM Router's `max_parallel_requests`) overshoots by the number of
 processes; this one does not, which is what tests/test_routing.py checks with two workers.
 
+Coach first: a Coach call that finds every slot taken registers as waiting (a second sorted set,
+each entry a short lease it renews while it polls), and a background call takes a free slot
+only when more slots are free than Coach calls wait. So the next slot that frees goes to Coach,
+even when background calls have waited longer and poll just as often. Chosen over a reserved
+share of slots for Coach: a reserve wastes capacity when Coach is idle and cannot exist at a
+limit of 1 (the embedded llama.cpp server); the waiting set costs one more key per endpoint and
+nothing while no Coach call waits. A crashed waiter's entry expires within WAITER_LEASE_MS.
+
 If Redis cannot be reached the call goes ahead without a slot, as the circuit breaker does:
 the limit protects the model server, it must not become a second way to fail.
 """
@@ -41,13 +49,30 @@ POLL_S = 0.025
 # failing while calls queued for it sends them on to a fallback instead of to the deadline.
 GIVE_UP_CHECK_S = 0.1
 
-# KEYS[1] the endpoint's slot set; ARGV: slot id, limit, lease ms. Returns 1 when the slot was
+# A waiting Coach call's entry lasts this long unless renewed; it renews on every poll (every
+# POLL_S), so only a waiter whose process died (or whose event loop stalled for a second) lapses,
+# and then background calls are held back by it for at most this long.
+WAITER_LEASE_MS = 1000
+
+# KEYS[1] the endpoint's slot set, KEYS[2] its set of waiting Coach calls; ARGV: slot id, limit,
+# lease ms, priority (1: Coach, 0: background), waiter lease ms. Returns 1 when the slot was
 # taken. Scores are expiry times in ms on Redis's clock (TIME): no host clock is involved.
+# A priority call takes any free slot, and registers as waiting when there is none; a
+# background call takes one only when more are free than priority calls wait.
 _ACQUIRE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+local free = tonumber(ARGV[2]) - redis.call('ZCARD', KEYS[1])
+if ARGV[4] == '1' then
+  if free < 1 then
+    redis.call('ZADD', KEYS[2], now + tonumber(ARGV[5]), ARGV[1])
+    redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[5]) + 1000)
+    return 0
+  end
+  redis.call('ZREM', KEYS[2], ARGV[1])
+elseif free <= redis.call('ZCARD', KEYS[2]) then
   return 0
 end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
@@ -56,7 +81,7 @@ redis.call('PEXPIREAT', KEYS[1], math.floor(tonumber(last[2])) + 1000)
 return 1
 """
 
-# KEYS[1] the slot set. The number of slots in use, expired ones left out.
+# KEYS[1] a slot set (or the waiting set). The number of entries, expired ones left out.
 _IN_USE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -78,6 +103,10 @@ class LLMSlotTimeout(LLMTransientError):
 
 def _key(endpoint: str) -> str:
     return f"{KEY_PREFIX}:{endpoint}"
+
+
+def _waiting_key(endpoint: str) -> str:
+    return f"{KEY_PREFIX}:{endpoint}:coach-waiting"
 
 
 def _client() -> redis.Redis:
@@ -107,13 +136,34 @@ class Lease:
             await asyncio.to_thread(self.release)
 
 
-def _try_take(endpoint: str, slot: str, limit: int, lease_s: float) -> bool | None:
-    """True: taken; False: all slots in use; None: Redis is unreachable (go ahead without one)."""
+def _try_take(endpoint: str, slot: str, limit: int, lease_s: float, priority: bool = False) -> bool | None:
+    """True: taken; False: all slots in use (or, for a background call, the free ones are
+    Coach's); None: Redis is unreachable (go ahead without one)."""
     try:
-        return bool(_client().eval(_ACQUIRE, 1, _key(endpoint), slot, limit, int(lease_s * 1000)))
+        return bool(
+            _client().eval(
+                _ACQUIRE,
+                2,
+                _key(endpoint),
+                _waiting_key(endpoint),
+                slot,
+                limit,
+                int(lease_s * 1000),
+                int(priority),
+                WAITER_LEASE_MS,
+            )
+        )
     except redis.RedisError:
         logger.warning("concurrency limit of %s not applied: Redis is unreachable", endpoint)
         return None
+
+
+def _stop_waiting(endpoint: str, slot: str) -> None:
+    """A Coach call that gave up waiting (deadline, open breaker, cancelled) holds nothing back."""
+    try:
+        _client().zrem(_waiting_key(endpoint), slot)
+    except redis.RedisError:
+        logger.warning("could not withdraw a waiting call of %s; it expires with its lease", endpoint)
 
 
 def _lease_s(deadline: float, timeout_s: float | None) -> float:
@@ -151,27 +201,45 @@ def acquire(
 
 
 async def aacquire(
-    endpoint: str, limit: int, *, deadline: float, timeout_s: float | None = None, give_up: GiveUp | None = None
+    endpoint: str,
+    limit: int,
+    *,
+    deadline: float,
+    timeout_s: float | None = None,
+    give_up: GiveUp | None = None,
+    priority: bool = False,
 ) -> Lease:
-    """`acquire` for the event loop (Coach): each attempt in a worker thread, waits on the loop."""
+    """`acquire` for the event loop (Coach): each attempt in a worker thread, waits on the loop.
+    `priority` (Coach's stream): the next free slot is this call's, ahead of background calls
+    that waited longer."""
     started = time.monotonic()
     if limit < 1:
         return Lease(endpoint, None, 0.0)
     slot = uuid.uuid4().hex
     checked = started
-    while True:
-        if give_up is not None and time.monotonic() - checked >= GIVE_UP_CHECK_S:
-            checked = time.monotonic()
-            await asyncio.to_thread(give_up)
-        taken = await asyncio.to_thread(_try_take, endpoint, slot, limit, _lease_s(deadline, timeout_s))
-        waited = time.monotonic() - started
-        if taken is None:
-            return Lease(endpoint, None, waited)
-        if taken:
-            return Lease(endpoint, slot, waited)
-        if time.time() + POLL_S >= deadline:
-            raise LLMSlotTimeout(endpoint, waited_s=waited)
-        await asyncio.sleep(POLL_S)
+    try:
+        while True:
+            if give_up is not None and time.monotonic() - checked >= GIVE_UP_CHECK_S:
+                checked = time.monotonic()
+                await asyncio.to_thread(give_up)
+            taken = await asyncio.to_thread(_try_take, endpoint, slot, limit, _lease_s(deadline, timeout_s), priority)
+            waited = time.monotonic() - started
+            if taken is None:
+                return Lease(endpoint, None, waited)
+            if taken:
+                return Lease(endpoint, slot, waited)
+            if time.time() + POLL_S >= deadline:
+                raise LLMSlotTimeout(endpoint, waited_s=waited)
+            await asyncio.sleep(POLL_S)
+    except BaseException:
+        if priority:
+            await asyncio.shield(asyncio.to_thread(_stop_waiting, endpoint, slot))
+        raise
+
+
+def waiting_first(endpoint: str) -> int:
+    """Coach calls waiting for a slot of `endpoint` now, lapsed entries left out (tests read it)."""
+    return int(_client().eval(_IN_USE, 1, _waiting_key(endpoint)))  # type: ignore[arg-type]  # sync client
 
 
 def in_use(endpoint: str) -> int:

@@ -181,8 +181,13 @@ async def stream_routed(
         if deadline - time.time() <= 0:
             break
         try:
+            # Coach's stream takes the endpoint's next free slot ahead of background calls.
             lease = await limits.aacquire(
-                route.spec.name, route.max_concurrency, deadline=deadline, give_up=_refuse_if_open(route.spec.name)
+                route.spec.name,
+                route.max_concurrency,
+                deadline=deadline,
+                give_up=_refuse_if_open(route.spec.name),
+                priority=True,
             )
         except LLMCircuitOpen as exc:
             last = exc
