@@ -5,6 +5,7 @@ Daphne, two Celery worker processes and two simulated model servers."""
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import sys
 import threading
@@ -19,7 +20,7 @@ from django.test import Client
 from django.urls import reverse
 
 from agents import coach, handoff, pipeline, services
-from agents.llm import breaker, limits
+from agents.llm import breaker, embedded, limits
 from agents.llm.routing import cache_salt_for
 from agents.llm.schema import extra_body_for
 from agents.llm.simulator import SimulatorServer
@@ -612,3 +613,21 @@ def test_synth_is_told_that_coachs_reply_was_cut_off(two_endpoints: Turn) -> Non
     assert pipeline.coach_reply_text(two_endpoints.pk) == cut_off
     Message.objects.filter(pk=message.pk).update(status=MessageStatus.COMPLETE)
     assert pipeline.coach_reply_text(two_endpoints.pk) == "You could start with"
+
+
+def test_the_embedded_vllm_endpoint_is_limited_to_what_the_server_batches() -> None:
+    """scripts/run.sh sets the embedded vLLM endpoint's slot limit to the server's --max-num-seqs:
+    lower, the limit would queue requests that vLLM's CPU build decodes together (a turn several
+    times slower); the seeded row's limit of 1 is for a llama.cpp server (one at a time)."""
+    script = (REPO_ROOT / "scripts" / "run.sh").read_text()
+    configure = re.search(r"endpoint_configure embedded (.*?)--agents", script, re.DOTALL)
+    assert configure is not None
+    limit = re.search(r"--max-concurrency (\d+)", configure.group(1))
+    assert limit is not None
+    assert "--kind vllm" in configure.group(1)
+    assert "--priority-scheduling" in configure.group(1)
+    assert int(limit.group(1)) == embedded.MAX_NUM_SEQS
+    assert (
+        str(embedded.MAX_NUM_SEQS)
+        in embedded.server_command(engine_python="python", model_dir="m", port=1, cache_dir="c").argv
+    )
