@@ -32,9 +32,9 @@ from agents.context import (
     shared_budget,
 )
 from agents.db import db_call
-from agents.llm import breaker
 from agents.llm.client import EndpointSpec, StreamState, chat_stream
 from agents.llm.errors import LLMCircuitOpen, LLMError
+from agents.llm.routing import Route, RouteReport, cache_salt_for, first_available, routes_for, stream_routed
 from agents.llm.schema import extra_body_for
 from agents.models import (
     Agent,
@@ -68,7 +68,13 @@ USER_FACING_ERRORS = {
     "an operator has been told.",
     "llm_circuit_open": "The coaching model is not answering right now. Your message is saved; "
     "you will get a shorter answer.",
+    "llm_busy": "The coaching model is busy right now. Your message is saved; the full answer will follow.",
 }
+# A reply that failed after its first words: what was shown stays, marked as cut off.
+CUT_OFF_ERROR = (
+    "The immediate reply was cut off: the coaching model stopped answering. Your message is saved; "
+    "the full answer will follow if the model comes back, or you can send it again."
+)
 
 
 @dataclass
@@ -88,6 +94,12 @@ class CoachCall:
     turn: Turn  # as coach_prepare read it (read-only)
     # The endpoint's breaker, asked in coach_prepare's thread (no thread hop before the request).
     circuit_open: LLMCircuitOpen | None
+    # The endpoints to try, the first one's breaker already asked; fallbacks only before the
+    # first token (routing.stream_routed). `route` says which one answered.
+    routes: list[Route] = dataclasses.field(default_factory=list)
+    route: RouteReport = dataclasses.field(default_factory=RouteReport)
+    thinking: bool = False
+    cache_salt: str | None = None
     blocked_moves: list[str] = dataclasses.field(default_factory=list)  # blocked on the previous turn
     # Set by coach_gate_prepare: what the reply is checked against, and whether it is held back
     # (not streamed) until it passes, because this coachee has known risks.
@@ -98,19 +110,39 @@ class CoachCall:
     run_id: int = 0
 
     def stream(self, state: StreamState) -> AsyncIterator[str]:
-        """The reply's pieces; the request goes out when the first is asked for."""
+        """The reply's pieces; the request goes out when the first is asked for. A fallback
+        endpoint is asked only while no token has come (never a reply spliced from two models)."""
         if self.circuit_open is not None:
             return _refused(self.circuit_open)
+        if not self.routes:
+            return self._stream_on(self.spec, self.extra_body, state, circuit_checked=True)
+
+        def open_stream(route: Route, index: int) -> AsyncIterator[str]:
+            if index == 0 and route.spec == self.spec:
+                return self._stream_on(self.spec, self.extra_body, state, circuit_checked=True)
+            body = extra_body_for(
+                route.spec.kind,
+                thinking=self.thinking,
+                priority_of=Agent.COACH if route.spec.priority_scheduling else None,
+                cache_salt=self.cache_salt,
+            )
+            return self._stream_on(route.spec, body, state, circuit_checked=False)
+
+        return stream_routed(self.routes, open_stream, deadline=self.deadline, report=self.route)
+
+    def _stream_on(
+        self, spec: EndpointSpec, extra_body: dict[str, Any], state: StreamState, *, circuit_checked: bool
+    ) -> AsyncIterator[str]:
         return chat_stream(
-            self.spec,
+            spec,
             self.messages,
             state,
             max_tokens=self.max_tokens,
             temperature=self.temperature,
-            extra_body=self.extra_body,
+            extra_body=extra_body,
             headers=request_headers(Agent.COACH, self.turn_id),
             timeout_s=max(1.0, self.deadline - time.time()),
-            circuit_checked=True,
+            circuit_checked=circuit_checked,
         )
 
 
@@ -135,13 +167,14 @@ def coach_prepare(*, turn_id: int, speculation: Speculation | None = None) -> Co
     if not config.enabled or turn.coach_message_id is not None:
         return None
     spec = EndpointSpec.from_endpoint(config.endpoint)
-    circuit_open = None
-    try:
-        breaker.for_endpoint(spec.name).before_call()
-        _circuit_seen_open.discard(spec.name)
-    except LLMCircuitOpen as exc:
-        circuit_open = exc
+    # The primary's breaker first, then each fallback's: the first that lets a call through
+    # gets the request; refused only when every one is open.
+    routes, refusal = first_available(routes_for(config))
+    circuit_open = refusal if isinstance(refusal, LLMCircuitOpen) else None
+    if circuit_open is not None or routes[0].spec.name != spec.name:
         _circuit_seen_open.add(spec.name)
+    else:
+        _circuit_seen_open.discard(spec.name)
     if (
         speculation is not None
         and circuit_open is None
@@ -165,6 +198,7 @@ def coach_prepare(*, turn_id: int, speculation: Speculation | None = None) -> Co
         deadline=turn.deadline_at.timestamp(),
         prefix_built=stored is None,
         circuit_open=circuit_open,
+        routes=routes,
     )
     return coach_gate_prepare(call, setup)
 
@@ -188,11 +222,14 @@ def _call_for(
     deadline: float,
     prefix_built: bool,
     circuit_open: LLMCircuitOpen | None = None,
+    routes: list[Route] | None = None,
 ) -> CoachCall:
     config = setup.config(Agent.COACH)
     prompt = setup.prompt(Agent.COACH)
     values = {"blocked_moves": catalog_text(setup.catalog, blocked) if blocked else "none"}
-    spec = EndpointSpec.from_endpoint(config.endpoint)
+    routes = routes if routes is not None else routes_for(config)
+    spec = routes[0].spec
+    salt = cache_salt_for(turn.session.coachee_id)
     return CoachCall(
         turn_id=turn.pk,
         session_id=turn.session_id,
@@ -201,7 +238,10 @@ def _call_for(
         max_tokens=config.max_tokens,
         temperature=config.temperature,
         extra_body=extra_body_for(
-            spec.kind, thinking=config.thinking, priority_of=Agent.COACH if spec.priority_scheduling else None
+            spec.kind,
+            thinking=config.thinking,
+            priority_of=Agent.COACH if spec.priority_scheduling else None,
+            cache_salt=salt,
         ),
         deadline=deadline,
         shared=shared,
@@ -209,6 +249,9 @@ def _call_for(
         prefix_built=prefix_built,
         turn=turn,
         circuit_open=circuit_open,
+        routes=routes,
+        thinking=config.thinking,
+        cache_salt=salt,
         blocked_moves=list(blocked),
         run_inputs={
             "prompt_version": prompt,
@@ -295,6 +338,7 @@ def coach_end(
             completion_tokens=state.completion_tokens or state.chunks,
             finished_at=timezone.now(),
             latency_ms=latency_ms,
+            **_route_fields(call),
         )
         Turn.objects.filter(pk=call.turn_id).update(coach_done_at=timezone.now())
         if findings:
@@ -326,11 +370,24 @@ def coach_end(
                 payload={
                     "turn_id": call.turn_id,
                     "code": error.code,
-                    "detail": USER_FACING_ERRORS.get(error.code, "The immediate reply failed. Your message is saved."),
+                    "detail": CUT_OFF_ERROR
+                    if text
+                    else USER_FACING_ERRORS.get(error.code, "The immediate reply failed. Your message is saved."),
                 },
             )
             services.degraded_notice_emit(turn_id=call.turn_id, reason="coach_failed")
     observe.coach_ended(call=call, error=error, state=state, latency_ms=latency_ms, prompt_tokens=prompt_tokens)
+
+
+def _route_fields(call: CoachCall) -> dict[str, Any]:
+    """What routing did for Coach's run: the endpoint that answered when it was a fallback,
+    the primary it replaced, and the wait for a slot."""
+    fields: dict[str, Any] = {"slot_wait_ms": call.route.slot_wait_ms}
+    primary = call.run_inputs["endpoint"]
+    served = call.route.served
+    if served is not None and served.spec.name != primary.name:
+        fields.update(endpoint_id=served.endpoint_id, model_id=served.spec.model_id, fallback_from_id=primary.pk)
+    return fields
 
 
 def coach_findings(call: CoachCall, text: str, status: str) -> list[quality.Finding]:
@@ -342,7 +399,8 @@ def coach_findings(call: CoachCall, text: str, status: str) -> list[quality.Find
         return [quality.Finding("empty", f"held reply ended {status}, unchecked")]
     if status == MessageStatus.STOPPED:
         return []  # the coachee stopped it mid-sentence: what they saw stays as they left it
-    return quality.reply_findings(text, call.expect)
+    # Failed mid-stream: a few words are expected, what they say is still checked.
+    return quality.reply_findings(text, call.expect, cut_off=status == MessageStatus.FAILED)
 
 
 @dataclass(frozen=True)
@@ -673,7 +731,11 @@ async def coach_relay(call: CoachCall, state: StreamState, pieces: AsyncIterator
         await asyncio.shield(flush())
         raise
     except LLMError as exc:
-        status = MessageStatus.FAILED if not text else MessageStatus.COMPLETE
+        # Failed, also after some text came: the coachee saw the start of a reply that the
+        # model never finished (no fallback splices in another model's continuation). The
+        # text so far stays, marked failed as the watchdog marks an interrupted stream
+        # (services.coach_interrupted_close), and the error event offers Retry.
+        status = MessageStatus.FAILED
         error = exc
         logger.warning("coach failed on turn %s: %s", call.turn_id, exc)
     finally:

@@ -55,7 +55,11 @@ class ModelEndpoint(models.Model):
         help_text="Name of the environment variable holding the API key (never the key itself); "
         "it must match COACHING_LLM_KEY_ENV_PATTERN (by default COACHING_LLM_KEY_*).",
     )
-    max_concurrency = models.PositiveIntegerField(default=8)
+    max_concurrency = models.PositiveIntegerField(
+        default=8,
+        help_text="Most requests in flight to this server at once, across every process (a Redis lease semaphore "
+        "in agents.llm.limits); a call waits for a free slot until its stage's deadline.",
+    )
     connect_timeout_s = models.FloatField(default=5.0)
     read_timeout_s = models.FloatField(default=120.0, help_text="Longest wait for a response or the next token.")
     priority_scheduling = models.BooleanField(
@@ -102,6 +106,24 @@ class AgentConfig(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_agent_display()} → {self.endpoint}"
+
+
+class AgentFallback(models.Model):
+    """One endpoint an agent falls back to, in order, when its primary's breaker is open or a
+    call fails before its first token (agents.llm.routing)."""
+
+    config = models.ForeignKey(AgentConfig, on_delete=models.CASCADE, related_name="fallbacks")
+    endpoint = models.ForeignKey(ModelEndpoint, on_delete=models.PROTECT, related_name="fallback_for")
+    position = models.PositiveSmallIntegerField(default=1, help_text="Tried in ascending order after the primary.")
+
+    class Meta:
+        ordering = ["config", "position", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["config", "endpoint"], name="fallback_endpoint_once_per_agent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.config.agent} fallback {self.position}: {self.endpoint}"
 
 
 class PromptStatus(models.TextChoices):
@@ -288,8 +310,20 @@ class AgentRun(models.Model):
     round = models.PositiveSmallIntegerField(default=1)
     status = models.CharField(max_length=10, choices=RunStatus.choices, default=RunStatus.RUNNING)
     prompt_version = models.ForeignKey(PromptVersion, null=True, blank=True, on_delete=models.SET_NULL)
+    # The endpoint that answered (a fallback's, when the primary failed before its first token).
     endpoint = models.ForeignKey(ModelEndpoint, null=True, blank=True, on_delete=models.SET_NULL)
     model_id = models.CharField(max_length=200, blank=True)
+    fallback_from = models.ForeignKey(
+        ModelEndpoint,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The primary endpoint this run fell back from, if it did.",
+    )
+    slot_wait_ms = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Time spent waiting for a free slot under the endpoints' concurrency limits."
+    )
     attempts = models.PositiveSmallIntegerField(default=0)
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)

@@ -14,7 +14,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from django.conf import settings
@@ -48,6 +48,7 @@ from agents.context import (
 )
 from agents.llm.client import Completion, EndpointSpec, chat_complete
 from agents.llm.errors import LLMCircuitOpen, LLMError, LLMOutputError, LLMTransientError
+from agents.llm.routing import RouteReport, cache_salt_for, complete_routed, routes_for
 from agents.llm.schema import extra_body_for, json_schema_for, response_format_for
 from agents.models import (
     SPECIALISTS,
@@ -59,6 +60,7 @@ from agents.models import (
     Escalation,
     Message,
     MessageStatus,
+    ModelEndpoint,
     QualityFinding,
     RunStatus,
     Turn,
@@ -232,6 +234,8 @@ class StructuredAnswer:
     prompt_tokens: int
     completion_tokens: int
     failure: LLMError | None
+    # Which endpoint answered, what the slots cost, which endpoints failed first.
+    route: RouteReport = field(default_factory=RouteReport)
 
 
 def complete_structured(
@@ -243,26 +247,47 @@ def complete_structured(
     deadline: float,
     turn_id: int,
     replay: bool = False,
+    coachee_id: int | None = None,
 ) -> StructuredAnswer:
     """Ask the agent's endpoint for schema-valid JSON: retries for transient errors, one repair
-    for invalid output. Records nothing: run_json_agent and replays record what they need."""
+    for invalid output. Each call goes to the agent's primary endpoint, or to its fallbacks in
+    order when the one before fails before answering (agents.llm.routing), holding one of the
+    endpoint's slots while it runs. Records nothing: run_json_agent and replays record what
+    they need. `coachee_id` salts the prefix cache per coachee (vLLM's cache_salt)."""
     schema = OUTPUT_SCHEMAS[agent]
-    spec = EndpointSpec.from_endpoint(config.endpoint)
+    routes = routes_for(config)
+    if replay:
+        # A replay sends a stored prompt: only to endpoints a platform administrator vouched for.
+        routes = [r for r in routes if r.trusted_for_coachee_data] or routes[:1]
     validation_context = {key: set(vals) for key, vals in enums.items()}
-    response_format = response_format_for(spec.kind, f"{agent}_output", json_schema_for(schema, enums))
+    json_schema = json_schema_for(schema, enums)
+    salt = cache_salt_for(coachee_id) if coachee_id is not None else None
+    report = RouteReport()
 
-    def call(msgs: list[dict[str, str]]) -> Callable[[float], Completion]:
-        return lambda timeout_s: chat_complete(
+    def send(msgs: list[dict[str, str]], spec: EndpointSpec, timeout_s: float) -> Completion:
+        return chat_complete(
             spec,
             msgs,
             max_tokens=config.max_tokens,
             temperature=config.temperature,
-            response_format=response_format,
+            # Per endpoint: each kind spells constrained decoding and its extras its own way.
+            response_format=response_format_for(spec.kind, f"{agent}_output", json_schema),
             extra_body=extra_body_for(
-                spec.kind, thinking=config.thinking, priority_of=agent if spec.priority_scheduling else None
+                spec.kind,
+                thinking=config.thinking,
+                priority_of=agent if spec.priority_scheduling else None,
+                cache_salt=salt,
             ),
             headers=request_headers(agent, turn_id, replay=replay),
             timeout_s=timeout_s,
+        )
+
+    def call(msgs: list[dict[str, str]]) -> Callable[[float], Completion]:
+        return lambda timeout_s: complete_routed(
+            routes,
+            lambda spec, remaining: send(msgs, spec, min(timeout_s, remaining)),
+            deadline=min(deadline, time.time() + timeout_s),
+            report=report,
         )
 
     counter = CallCounter()
@@ -287,10 +312,10 @@ def complete_structured(
             except LLMOutputError as exc:
                 errors += [f"attempt {counter.calls}: {e}" for e in exc.errors]
                 continue
-            return StructuredAnswer(output, raw, errors, counter.calls, prompt_tokens, completion_tokens, None)
+            return StructuredAnswer(output, raw, errors, counter.calls, prompt_tokens, completion_tokens, None, report)
         raise LLMOutputError("no valid output after one repair attempt", raw=raw, errors=errors)
     except LLMError as exc:
-        return StructuredAnswer(None, raw, errors, counter.calls, prompt_tokens, completion_tokens, exc)
+        return StructuredAnswer(None, raw, errors, counter.calls, prompt_tokens, completion_tokens, exc, report)
 
 
 def instructions_for(body: str, values: dict[str, str], extra_instructions: str) -> str:
@@ -366,10 +391,12 @@ def run_json_agent(
         enums=enums,
         deadline=deadline,
         turn_id=turn.pk,
+        coachee_id=turn.session.coachee_id,
     )
     measured = measure_prompt(config, messages, shared, answer)
     run.context_tokens = measured.total
     run.context_dropped = {**shared.dropped, **measured.notes}
+    route_record(run, answer.route, primary=config.endpoint)
     if answer.output is None:
         run.raw_output = answer.raw
         run.validation_errors = answer.errors
@@ -455,12 +482,28 @@ def agent_run_replay(*, run: AgentRun, prompt_body: str, timeout_s: float = 120.
         deadline=time.time() + timeout_s,
         turn_id=turn.pk,
         replay=True,
+        coachee_id=turn.session.coachee_id,
     )
     return ReplayResult(run.pk, answer, int((time.monotonic() - started) * 1000))
 
 
+def route_record(run: AgentRun, report: RouteReport, *, primary: ModelEndpoint) -> None:
+    """Put what routing did on the run: the endpoint that answered, the primary it replaced,
+    and the time spent waiting for slots (saved with the run's end)."""
+    run.slot_wait_ms = report.slot_wait_ms
+    served = report.served
+    if served is not None and served.spec.name != primary.name:
+        run.fallback_from = primary
+        run.endpoint_id = served.endpoint_id
+        run.model_id = served.spec.model_id
+
+
 # What a run's end writes (its inputs were written when it started): the UPDATE stays small.
 FINISHED_RUN_FIELDS = [
+    "endpoint",
+    "model_id",
+    "fallback_from",
+    "slot_wait_ms",
     "status",
     "attempts",
     "prompt_tokens",
@@ -810,6 +853,9 @@ def coach_reply_text(turn_id: int) -> str:
         return "(not finished)"
     if found[1] == MessageStatus.WITHDRAWN:
         return "(none: it failed the quality check; write the whole answer yourself)"
+    if found[1] == MessageStatus.FAILED:
+        # The coachee saw these words and then an error: Synth completes the thought.
+        return f"{found[0]} (cut off here: the model failed mid-reply)"
     return str(found[0])
 
 

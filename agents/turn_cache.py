@@ -82,8 +82,11 @@ def move_catalog() -> dict[str, MoveInfo]:
 
 
 def setup_load() -> TurnSetup:
-    """Read the setup from the database (four queries)."""
-    configs = {c.agent: c for c in AgentConfig.objects.select_related("endpoint")}
+    """Read the setup from the database (six queries)."""
+    # With their fallbacks (routing reads them per call; the setup stamp covers their table).
+    configs = {
+        c.agent: c for c in AgentConfig.objects.select_related("endpoint").prefetch_related("fallbacks__endpoint")
+    }
     prompts = {p.agent: p for p in PromptVersion.objects.filter(status=PromptStatus.ACTIVE)}
     patterns = safety.active_crisis_patterns()
     safety.warm(patterns)  # the pre-gate's RE2 set and classifier, before the message that needs them

@@ -92,6 +92,7 @@ INSTALLED_APPS = [
     "axes",
     "csp",
     "agents",
+    "planner",
 ]
 if COACHING_METRICS:
     INSTALLED_APPS.append("django_prometheus")

@@ -65,12 +65,15 @@ say "migrating the database and collecting static files"
 "$PY" manage.py migrate --noinput >/dev/null
 "$PY" manage.py collectstatic --noinput >/dev/null
 if [ -z "${COACHING_LLM_BASE_URL:-}" ]; then
+  # --max-concurrency is the app's cross-process slot limit (agents/llm/limits.py): the server's
+  # own --max-num-seqs (agents/llm/embedded.py MAX_NUM_SEQS, checked by tests/test_routing.py),
+  # so vLLM batches as many requests as it decodes at once; a lower limit would queue them here.
   "$PY" manage.py endpoint_configure embedded --kind vllm --base-url "http://127.0.0.1:$LLM_PORT/v1" \
     --model smollm2-135m-instruct --max-concurrency 16 --read-timeout 300 --priority-scheduling --agents all
 else
   "$PY" manage.py endpoint_configure "${COACHING_LLM_NAME:-default}" --kind "${COACHING_LLM_KIND:-vllm}" \
     --base-url "$COACHING_LLM_BASE_URL" --model "${COACHING_LLM_MODEL:?set COACHING_LLM_MODEL to the served model id}" \
-    --api-key-env "${COACHING_LLM_API_KEY_ENV:-}" --agents all
+    --api-key-env "${COACHING_LLM_API_KEY_ENV:-}" --max-concurrency "${COACHING_LLM_MAX_CONCURRENCY:-8}" --agents all
 fi
 "$PY" manage.py check --fail-level ERROR >/dev/null
 

@@ -292,7 +292,11 @@ async def test_whole_turns_on_the_real_engine(start_stack: Any, vllm_url: str, s
         seed_defaults()
         endpoint = point_agents_at(f"{vllm_url}/v1", kind="vllm", read_timeout_s=300)
         endpoint.model_id = embedded.MODEL_ALIAS
+        # As scripts/run.sh configures it: the app's slot limit is the server's --max-num-seqs
+        # (vLLM batches them; a lower limit would queue requests in the app), and Coach's
+        # requests carry their priority (the server runs with --scheduling-policy priority).
         endpoint.max_concurrency = embedded.MAX_NUM_SEQS
+        endpoint.priority_scheduling = True
         endpoint.save()
         sessions = []
         for i, _ in enumerate(CONVERSATIONS):

@@ -134,3 +134,16 @@ def test_every_finding_names_a_known_check() -> None:
     findings = reply_findings("{ json: { message 12 } } The user coach coach coach coach", EXPECT)
     assert findings
     assert {f.check for f in findings} <= set(quality.CHECKS)
+
+
+def test_a_cut_off_reply_is_not_too_short_but_still_checked() -> None:
+    """The start of a reply whose stream failed is shown with an error: its few words are no
+    finding, but what they say is checked as any reply's."""
+    assert [f.check for f in reply_findings("You could start", EXPECT)] == ["empty"]
+    assert reply_findings("You could start", EXPECT, cut_off=True) == []
+    blocked = Expectations(
+        wording=WORDING,
+        languages=frozenset({"en"}),
+        blocked_moves=(BlockedMove("stretch_goal", "Stretch goal", ()),),
+    )
+    assert [f.check for f in reply_findings("Set a stretch goal", blocked, cut_off=True)] == ["blocked_move"]

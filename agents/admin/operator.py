@@ -35,6 +35,7 @@ from agents.llm.schema import answer_token_bound
 from agents.models import (
     Agent,
     AgentConfig,
+    AgentFallback,
     CoachAssignment,
     CoachingMove,
     CrisisPattern,
@@ -319,9 +320,44 @@ class AgentConfigForm(forms.ModelForm):
         return value
 
 
+class AgentFallbackForm(forms.ModelForm):
+    class Meta:
+        model = AgentFallback
+        fields = ["position", "endpoint"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The same rule as the primary: a fallback receives the same conversations.
+        field = self.fields.get("endpoint")
+        if isinstance(field, forms.ModelChoiceField):
+            current = self.instance.endpoint_id if self.instance.pk else None
+            field.queryset = ModelEndpoint.objects.filter(Q(trusted_for_coachee_data=True) | Q(pk=current))
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        endpoint = cleaned.get("endpoint")
+        config = self.instance.config if self.instance.config_id else None
+        if endpoint is not None and config is not None and endpoint.pk == config.endpoint_id:
+            raise forms.ValidationError("The primary endpoint cannot also be a fallback.")
+        return cleaned
+
+
+class AgentFallbackInline(admin.TabularInline):
+    """Tried in order when the primary's breaker is open or a call fails before its first token;
+    Coach never switches endpoint once its reply has started."""
+
+    model = AgentFallback
+    form = AgentFallbackForm
+    extra = 0
+    ordering = ["position", "pk"]
+    verbose_name = "fallback endpoint"
+    verbose_name_plural = "Fallback endpoints (tried in order before the first token)"
+
+
 @admin.register(AgentConfig)
 class AgentConfigAdmin(AuditedAdmin):
     form = AgentConfigForm
+    inlines = [AgentFallbackInline]
     list_display = [
         "agent",
         "endpoint_link",
@@ -330,6 +366,7 @@ class AgentConfigAdmin(AuditedAdmin):
         "context_budget",
         "thinking",
         "enabled",
+        "fallback_list",
         "active_prompt",
         "last_change",
     ]
@@ -378,6 +415,13 @@ class AgentConfigAdmin(AuditedAdmin):
             obj.endpoint.name,
             obj.endpoint.model_id,
         )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return super().get_queryset(request).prefetch_related("fallbacks__endpoint")
+
+    @admin.display(description="Fallbacks")
+    def fallback_list(self, obj: AgentConfig) -> str:
+        return " → ".join(f.endpoint.name for f in obj.fallbacks.all()) or "-"
 
     @admin.display(description="Active prompt")
     def active_prompt(self, obj: AgentConfig) -> SafeString | str:

@@ -133,14 +133,20 @@ AGENT_PRIORITY = {"coach": 0, "synth": 5, "critic": 5}
 BACKGROUND_PRIORITY = 10
 
 
-def extra_body_for(kind: str, *, thinking: bool, priority_of: str | None = None) -> dict[str, Any]:
+def extra_body_for(
+    kind: str, *, thinking: bool, priority_of: str | None = None, cache_salt: str | None = None
+) -> dict[str, Any]:
     """Server-specific request fields: Qwen3's thinking switch goes through the chat template;
-    `priority_of` (an agent) asks a priority-scheduling vLLM to order the request by its role."""
+    `priority_of` (an agent) asks a priority-scheduling vLLM to order the request by its role;
+    `cache_salt` (vLLM's request field: non-empty, at most 128 characters, no '@', '/' or '\\')
+    keeps one coachee's cached prompt prefix from being reused for another's request."""
     if kind != "vllm":
         return {}
     body: dict[str, Any] = {"chat_template_kwargs": {"enable_thinking": thinking}}
     if priority_of is not None:
         body["priority"] = AGENT_PRIORITY.get(priority_of, BACKGROUND_PRIORITY)
+    if cache_salt:
+        body["cache_salt"] = cache_salt
     return body
 
 

@@ -419,6 +419,10 @@ class SimulatorState:
         self._startup = _validate_profile(default_profile)
         self._lock = threading.Lock()
         self._seq = 0
+        # Chat requests being served right now, and the most at once since the last reset: what
+        # a concurrency limit on the client side must keep at or under its bound.
+        self._in_flight = 0
+        self._max_in_flight = 0
         self.reset()
 
     def reset(self) -> None:
@@ -429,6 +433,22 @@ class SimulatorState:
             self._call_index: defaultdict[str, int] = defaultdict(int)
             self._faults_used: defaultdict[str, int] = defaultdict(int)
             self._script_pos: defaultdict[str, int] = defaultdict(int)
+            # Requests still running keep counting; the maximum starts again from them.
+            self._max_in_flight = self._in_flight
+
+    def request_started(self) -> None:
+        with self._lock:
+            self._in_flight += 1
+            self._max_in_flight = max(self._max_in_flight, self._in_flight)
+
+    def request_ended(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+
+    def concurrency(self) -> dict[str, int]:
+        """Chat requests in flight now, and the most at once since the last reset."""
+        with self._lock:
+            return {"in_flight": self._in_flight, "max_in_flight": self._max_in_flight}
 
     def configure(
         self, default: Mapping[str, Any] | None = None, agents: Mapping[str, Mapping[str, Any]] | None = None
@@ -514,6 +534,7 @@ class SimulatorState:
                 "scripted": has_script,
                 "model": body.get("model") or self.model,
                 "priority": body.get("priority"),  # vLLM's per-request priority, when sent
+                "cache_salt": body.get("cache_salt"),  # vLLM's per-request prefix-cache salt
             }
             self._calls.append(record)
         options = body.get("stream_options") or {}
@@ -726,9 +747,15 @@ def create_app(state: SimulatorState) -> Starlette:
         if body is None or not isinstance(body.get("messages"), list):
             return _error(400, "body must be a JSON object with a 'messages' list", "invalid_request_error")
         agent = request.headers.get("x-coaching-agent") or "default"
-        plan = state.plan_call(agent, request.headers.get("x-coaching-turn"), body, received_at)
+        state.request_started()
+        try:
+            plan = state.plan_call(agent, request.headers.get("x-coaching-turn"), body, received_at)
+        except BaseException:
+            state.request_ended()
+            raise
         rec = plan.record
         if plan.fault in _HTTP_FAULTS:
+            state.request_ended()
             status, kind, headers = _HTTP_FAULTS[plan.fault]
             rec["status"], rec["finished_at"] = status, time.time()
             return _error(status, f"simulated {plan.fault} for agent {agent}", kind, headers)
@@ -737,7 +764,10 @@ def create_app(state: SimulatorState) -> Starlette:
             rec["cancelled"], rec["finished_at"] = True, time.time()
 
         async def run(send: Send) -> None:
-            await (_run_stream(plan, send) if plan.stream else _run_complete(plan, send))
+            try:
+                await (_run_stream(plan, send) if plan.stream else _run_complete(plan, send))
+            finally:
+                state.request_ended()
 
         return _GuardedResponse(run, on_disconnect)
 
@@ -776,6 +806,9 @@ def create_app(state: SimulatorState) -> Starlette:
     async def sim_calls(request: Request) -> Response:
         return JSONResponse(state.calls(request.query_params.get("agent"), request.query_params.get("turn")))
 
+    async def sim_concurrency(request: Request) -> Response:
+        return JSONResponse(state.concurrency())
+
     return Starlette(
         routes=[
             Route("/health", health),
@@ -789,6 +822,7 @@ def create_app(state: SimulatorState) -> Starlette:
             Route("/_sim/config", sim_config, methods=["GET", "POST"]),
             Route("/_sim/reset", sim_reset, methods=["POST"]),
             Route("/_sim/calls", sim_calls),
+            Route("/_sim/concurrency", sim_concurrency),
         ]
     )
 
@@ -894,6 +928,9 @@ class SimulatorServer:
     def calls(self, agent: str | None = None, turn: str | int | None = None) -> list[dict[str, Any]]:
         return self.state.calls(agent, turn)
 
+    def concurrency(self) -> dict[str, int]:
+        return self.state.concurrency()
+
 
 class SimulatorControl:
     """Steers a simulator in another process; same methods as ``SimulatorServer``."""
@@ -927,6 +964,12 @@ class SimulatorControl:
         response = self._http.get("/_sim/calls", params=params)
         response.raise_for_status()
         result: list[dict[str, Any]] = response.json()
+        return result
+
+    def concurrency(self) -> dict[str, int]:
+        response = self._http.get("/_sim/concurrency")
+        response.raise_for_status()
+        result: dict[str, int] = response.json()
         return result
 
     def close(self) -> None:

@@ -125,10 +125,12 @@ def _index(wording: tuple[str, ...]) -> _WordingIndex:
     return _WordingIndex(frozenset(runs), frozenset(headings))
 
 
-def reply_findings(text: str, expect: Expectations) -> list[Finding]:
-    """Everything wrong with a reply to a coachee; empty when it may be shown."""
+def reply_findings(text: str, expect: Expectations, *, cut_off: bool = False) -> list[Finding]:
+    """Everything wrong with a reply to a coachee; empty when it may be shown. `cut_off`: the
+    start of a reply whose stream failed (shown with an error): too short is expected there,
+    everything else is checked as usual."""
     words = _words(text)
-    if len(words) < MIN_WORDS or len(_LETTER.findall(text)) < MIN_LETTERS:
+    if not cut_off and (len(words) < MIN_WORDS or len(_LETTER.findall(text)) < MIN_LETTERS):
         return [Finding("empty", f"{len(words)} words"), *_structured(text)]
     folded = fold(text)
     findings = [
