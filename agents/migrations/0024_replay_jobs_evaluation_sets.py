@@ -23,7 +23,7 @@ def grant_evaluation_sets(apps: Any, schema_editor: Any) -> None:
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agents', '0021_crisis_patterns_narrowed'),
+        ('agents', '0022_routing_fallbacks_slots'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
