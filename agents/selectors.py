@@ -36,6 +36,10 @@ def transcript(*, session_id: int) -> list[Message]:
     return list(Message.objects.filter(session_id=session_id).select_related("turn_as_synth").order_by("seq"))
 
 
+def running_turn_id(*, session_id: int) -> int | None:
+    return Turn.objects.filter(session_id=session_id, status=TurnStatus.RUNNING).values_list("pk", flat=True).first()
+
+
 def last_seq(*, session_id: int) -> int:
     event = SessionEvent.objects.filter(session_id=session_id).order_by("-seq").only("seq").first()
     return event.seq if event else 0

@@ -133,6 +133,9 @@ def chat_session(request: HttpRequest, session_id: int) -> HttpResponse:
             "messages": messages,
             "last_seq": last_seq,
             "usual_turn_s": selectors.usual_turn_seconds(),
+            "max_chars": settings.COACHING_MAX_MESSAGE_CHARS,
+            # The page queues what is sent while this turn runs, from its first moment.
+            "running_turn_id": selectors.running_turn_id(session_id=session.pk),
             "sessions": selectors.sessions_of(user_id=_user_id(request))[:20],
         },
     )

@@ -30,6 +30,9 @@
     reconnect: byId("reconnect-button"),
     announcer: byId("announcer"),
     notify: byId("notify-button"),
+    composerError: byId("composer-error"),
+    counter: byId("char-count"),
+    queueNote: byId("queue-note"),
   };
 
   const SESSION_ID = root.dataset.sessionId;
@@ -84,6 +87,11 @@
   // The median of this server's recent whole turns (seconds), when it has finished some.
   const USUAL_TURN_MS = Number(root.dataset.usualTurnS) * 1000 || null;
   const PAGE_TITLE = document.title;
+  // The server's limit (settings.COACHING_MAX_MESSAGE_CHARS), counted as it counts: code points.
+  const MAX_CHARS = Number(root.dataset.maxChars) || 4000;
+  const NUMBER = new Intl.NumberFormat();
+  // What the server takes for empty (consumers.is_blank): only separators, control or format characters.
+  const BLANK = /^[\p{Z}\p{C}]*$/u;
 
   const state = {
     lastSeq: Number(root.dataset.lastSeq) || 0,
@@ -105,7 +113,9 @@
     streams: new Map(), // coach message_id -> {text, ahead: Map(offset -> text), final}
     retryText: null,
   };
-  const outbox = loadOutbox(); // client_id -> text, until the server acknowledges it
+  // client_id -> {text, queued}, until the server acknowledges it. A queued message waits for the
+  // running turn to end (one turn at a time: a second one would compete with it for the models).
+  const outbox = loadOutbox();
 
   // --- Small DOM helpers ------------------------------------------------------------------
 
@@ -156,7 +166,9 @@
 
   function loadOutbox() {
     try {
-      return new Map(JSON.parse(sessionStorage.getItem(OUTBOX_KEY) || "[]"));
+      const entries = JSON.parse(sessionStorage.getItem(OUTBOX_KEY) || "[]");
+      // Pages before the queue stored the text alone.
+      return new Map(entries.map(([id, m]) => [id, typeof m === "string" ? { text: m, queued: false } : m]));
     } catch {
       return new Map();
     }
@@ -177,23 +189,111 @@
     return `c${Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("")}`;
   }
 
-  function pendingBubble(clientId, text) {
-    const li = makeBubble("user", text);
-    li.classList.add("pending");
+  function pendingBubble(clientId, item) {
+    const li = makeBubble("user", item.text);
     li.dataset.clientId = clientId;
+    markQueued(li, item.queued);
     return li;
+  }
+
+  function bubbleOf(clientId) {
+    return dom.list.querySelector(`li[data-client-id="${CSS.escape(clientId)}"]`);
+  }
+
+  // A queued bubble says so and can be taken back; a pending one is on its way.
+  function markQueued(li, queued) {
+    li.classList.toggle("queued", queued);
+    li.classList.toggle("pending", !queued);
+    const old = li.querySelector(".queue-meta");
+    if (old) old.remove();
+    if (!queued) return;
+    const meta = el("div", "queue-meta");
+    meta.append(el("span", "queue-label", "Queued · goes out when the current reply is finished"));
+    const cancel = el("button", "link small queue-cancel", "Cancel");
+    cancel.type = "button";
+    cancel.addEventListener("click", () => cancelQueued(li.dataset.clientId));
+    meta.append(cancel);
+    li.append(meta);
+  }
+
+  // Busy: a turn runs, or a message is on its way and will start one.
+  function busy() {
+    if (anyTurnRunning()) return true;
+    for (const item of outbox.values()) if (!item.queued) return true;
+    return false;
   }
 
   function sendUserMessage(text) {
     const clientId = newClientId();
-    outbox.set(clientId, text);
+    const item = { text, queued: busy() };
+    outbox.set(clientId, item);
     saveOutbox();
-    changeList(() => dom.list.append(pendingBubble(clientId, text)));
-    transmit({ type: "user.message", client_id: clientId, text });
+    changeList(() => dom.list.append(pendingBubble(clientId, item)));
+    if (item.queued) announce("A reply is still coming. Your message is queued.");
+    else transmit({ type: "user.message", client_id: clientId, text });
+    renderQueueNote();
   }
 
   function flushOutbox() {
-    for (const [clientId, text] of outbox) transmit({ type: "user.message", client_id: clientId, text });
+    for (const [clientId, item] of outbox) {
+      if (!item.queued) transmit({ type: "user.message", client_id: clientId, text: item.text });
+    }
+    pumpQueue();
+  }
+
+  // Sends the oldest queued message once nothing runs; its turn then keeps the rest waiting.
+  function pumpQueue() {
+    if (!state.ended && !state.refused && !busy() && isOpen()) {
+      for (const [clientId, item] of outbox) {
+        if (!item.queued) continue;
+        item.queued = false;
+        saveOutbox();
+        const li = bubbleOf(clientId);
+        if (li) markQueued(li, false);
+        transmit({ type: "user.message", client_id: clientId, text: item.text });
+        break;
+      }
+    }
+    renderQueueNote();
+  }
+
+  function cancelQueued(clientId) {
+    const item = outbox.get(clientId);
+    if (!item || !item.queued) return;
+    outbox.delete(clientId);
+    saveOutbox();
+    const li = bubbleOf(clientId);
+    if (li) li.remove();
+    // Nothing typed is lost: it goes back into an empty composer.
+    if (!dom.input.value.trim()) {
+      dom.input.value = item.text;
+      renderCounter();
+    }
+    dom.input.focus();
+    renderQueueNote();
+  }
+
+  function queuedCount() {
+    let n = 0;
+    for (const item of outbox.values()) if (item.queued) n += 1;
+    return n;
+  }
+
+  // Above the composer while a reply is still coming: what happens to a message sent now.
+  function renderQueueNote() {
+    const running = anyTurnRunning() && !state.ended && !state.refused;
+    const queued = queuedCount();
+    let text = "";
+    if (running && queued) {
+      const what = queued === 1 ? "Your next message is" : `${queued} messages are`;
+      text = `A reply is still coming. ${what} queued and will be sent when it is finished. Press Stop to end the reply and send now.`;
+    } else if (running) {
+      text = "A reply is still coming. A message you send now waits until it is finished.";
+    } else if (queued) {
+      text = "Sending your queued message…";
+    }
+    if (dom.queueNote.textContent !== text) dom.queueNote.textContent = text;
+    dom.queueNote.hidden = !text;
   }
 
   // The server acknowledged a message: it leaves the outbox, its bubble is confirmed. Also runs
@@ -201,7 +301,7 @@
   function confirmSent(event) {
     if (!event.client_id) return;
     if (outbox.delete(event.client_id)) saveOutbox();
-    const pending = dom.list.querySelector(`li[data-client-id="${CSS.escape(event.client_id)}"]`);
+    const pending = bubbleOf(event.client_id);
     if (!pending) return;
     const shown = findMessage(event.message_id);
     if (shown && shown !== pending) {
@@ -210,6 +310,7 @@
     }
     pending.dataset.messageId = event.message_id;
     pending.dataset.seq = event.seq;
+    markQueued(pending, false);
     pending.classList.remove("pending");
   }
 
@@ -515,6 +616,7 @@
       state.tickTimer = null;
     }
     renderStatus();
+    pumpQueue();
   }
 
   function agentView(turn, name) {
@@ -830,7 +932,13 @@
       onSessionEnded();
       return;
     }
-    if (e.code === "message_too_long") dropUnsendable((text) => text.length > dom.input.maxLength);
+    if (e.code === "turn_running") {
+      requeue(e.client_id, e.turn_id);
+      return;
+    }
+    if (e.code === "message_too_long") {
+      dropUnsendable((text, clientId) => clientId === e.client_id || charCount(text) > MAX_CHARS);
+    }
     if (e.code === "unstorable_text") dropUnsendable((text) => UNSTORABLE.test(text));
     if (INPUT_ERRORS.has(e.code)) {
       showNotice(e.detail || "That message could not be sent.");
@@ -841,19 +949,44 @@
 
   // A message the server will never take must not be re-sent on every reconnect.
   function dropUnsendable(refused) {
-    for (const [clientId, text] of outbox) {
-      if (!refused(text)) continue;
+    for (const [clientId, item] of outbox) {
+      if (!refused(item.text, clientId)) continue;
       outbox.delete(clientId);
-      const li = dom.list.querySelector(`li[data-client-id="${CSS.escape(clientId)}"]`);
-      if (li) li.classList.replace("pending", "not-sent");
+      const li = bubbleOf(clientId);
+      if (li) {
+        markQueued(li, false);
+        li.classList.replace("pending", "not-sent");
+      }
     }
     saveOutbox();
+    renderQueueNote();
+  }
+
+  // The server still runs a turn (perhaps one this page has not heard of yet): the message
+  // waits in the queue, ahead of the others, until that turn ends.
+  function requeue(clientId, turnId) {
+    const item = clientId && outbox.get(clientId);
+    if (item) {
+      item.queued = true;
+      const rest = [...outbox].filter(([id]) => id !== clientId);
+      outbox.clear();
+      outbox.set(clientId, item);
+      for (const [id, other] of rest) outbox.set(id, other);
+      saveOutbox();
+      const li = bubbleOf(clientId);
+      if (li) markQueued(li, true);
+    }
+    if (turnId !== null && turnId !== undefined) turnFor(turnId);
+    renderQueueNote();
   }
 
   function onSessionEnded() {
     state.ended = true;
     disableComposer("This session has ended. Start a new session to continue.");
-    for (const li of dom.list.querySelectorAll("li.pending")) li.classList.replace("pending", "not-sent");
+    for (const li of dom.list.querySelectorAll("li.pending, li.queued")) {
+      markQueued(li, false);
+      li.classList.replace("pending", "not-sent");
+    }
     outbox.clear();
     saveOutbox();
     hideNotice();
@@ -962,22 +1095,80 @@
     for (const li of dom.list.querySelectorAll('li.msg-coach[data-status="streaming"]')) {
       li.setAttribute("aria-busy", "true");
     }
-    for (const [clientId, text] of outbox) dom.list.append(pendingBubble(clientId, text));
+    for (const [clientId, item] of outbox) dom.list.append(pendingBubble(clientId, item));
+    // A turn that was running when the page was rendered: messages sent now wait for it.
+    if (root.dataset.runningTurn) turnFor(Number(root.dataset.runningTurn));
+    renderCounter();
+    renderQueueNote();
     if (state.ended) disableComposer("This session has ended. Start a new session to continue.");
     scrollToBottom();
   }
 
   // --- User input ---------------------------------------------------------------------------
 
+  // Code points, as the server counts (Python's len), of what it would store (stripped).
+  function charCount(text) {
+    return [...text.trim()].length;
+  }
+
+  function showComposerError(text) {
+    dom.composerError.textContent = text;
+    dom.composerError.hidden = false;
+    dom.input.setAttribute("aria-invalid", "true");
+  }
+
+  function hideComposerError() {
+    if (dom.composerError.hidden) return;
+    dom.composerError.hidden = true;
+    dom.composerError.textContent = "";
+    delete dom.composerError.dataset.reason;
+    dom.input.removeAttribute("aria-invalid");
+  }
+
+  function renderCounter() {
+    const count = charCount(dom.input.value);
+    const over = count - MAX_CHARS;
+    let text = `${NUMBER.format(count)} / ${NUMBER.format(MAX_CHARS)}`;
+    if (over > 0) text += ` · ${NUMBER.format(over)} too many`;
+    dom.counter.textContent = text;
+    dom.counter.dataset.state = over > 0 ? "over" : count >= MAX_CHARS * 0.9 ? "near" : "ok";
+    // A refusal stays until what it refused is fixed.
+    if (over <= 0 && dom.composerError.dataset.reason === "too_long") hideComposerError();
+    if (count > 0 && dom.composerError.dataset.reason === "empty") hideComposerError();
+  }
+
+  function refuseInput(reason, text) {
+    dom.composerError.dataset.reason = reason;
+    showComposerError(text);
+    dom.input.focus();
+  }
+
   dom.form.addEventListener("submit", (ev) => {
     ev.preventDefault();
     if (state.ended || state.refused) return;
     const text = dom.input.value.trim();
-    if (!text) return;
+    if (BLANK.test(text)) {
+      refuseInput("empty", "Write a message first: an empty message cannot be sent.");
+      return;
+    }
+    const count = charCount(text);
+    if (count > MAX_CHARS) {
+      // Refused whole, never cut: the text stays in the box to be shortened.
+      refuseInput(
+        "too_long",
+        `Your message is ${NUMBER.format(count)} characters long; the limit is ${NUMBER.format(MAX_CHARS)}. ` +
+          `Shorten it by ${NUMBER.format(count - MAX_CHARS)} characters, or split it into two messages. Nothing was sent.`,
+      );
+      return;
+    }
     dom.input.value = "";
+    hideComposerError();
+    renderCounter();
     hideNotice();
     sendUserMessage(text);
   });
+
+  dom.input.addEventListener("input", renderCounter);
 
   dom.input.addEventListener("keydown", (ev) => {
     // Enter sends; Shift+Enter is a new line; Enter that confirms an IME composition is neither.
