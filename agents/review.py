@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, Exists, Max, OuterRef, Prefetch, Q, QuerySet
+from django.db.models import Count, Exists, IntegerField, Max, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.utils import timezone
 from pydantic import ValidationError
 
@@ -26,11 +26,13 @@ from agents.models import (
     Agent,
     AgentRun,
     Annotation,
+    AnswerFeedback,
     BlackboardVersion,
     CoachingMove,
     CoachingSession,
     Escalation,
     Message,
+    QualityFinding,
     Role,
     RunStatus,
     Turn,
@@ -80,7 +82,13 @@ PREFERENCE_HINTS = {
     "challenge": ("easy", "challenging"),
     "pacing": ("slow", "fast"),
 }
-QUEUE_REASONS = {"escalated": "Escalated", "degraded": "Degraded", "flagged": "Flagged"}
+QUEUE_REASONS = {
+    "escalated": "Escalated",
+    "checks": "Failed a check",
+    "feedback": "Thumbs down",
+    "degraded": "Degraded",
+    "flagged": "Flagged",
+}
 EXCERPT_CHARS = 140
 
 
@@ -787,11 +795,21 @@ class TurnReview:
     annotations: list[Annotation]
     coach_flagged: bool
     open: bool
+    checks_failed: list[str] = field(default_factory=list)  # check_reasons: quality findings, critic objections
+    feedback: AnswerFeedback | None = None  # the coachee's thumbs on the full answer
 
     @property
     def needs_review(self) -> bool:
         t = self.turn
-        return t.escalation != Escalation.NONE or t.degraded or t.flagged or self.coach_flagged
+        thumbs_down = self.feedback is not None and self.feedback.rating == AnswerFeedback.Rating.DOWN
+        return (
+            t.escalation != Escalation.NONE
+            or t.degraded
+            or t.flagged
+            or self.coach_flagged
+            or bool(self.checks_failed)
+            or thumbs_down
+        )
 
     @property
     def critic_passed(self) -> bool | None:
@@ -812,6 +830,8 @@ class SessionReview:
     escalated: int = 0
     degraded: int = 0
     flagged: int = 0
+    checks_failed: int = 0
+    thumbs_down: int = 0
     runs: int = 0
     tokens: int = 0
 
@@ -821,6 +841,8 @@ def _turns_with_everything(turns: QuerySet[Turn]) -> QuerySet[Turn]:
         Prefetch("agent_runs", queryset=AgentRun.objects.order_by("started_at", "pk")),
         "conflicts",
         Prefetch("annotations", queryset=Annotation.objects.select_related("author").order_by("created_at", "pk")),
+        Prefetch("quality_findings", queryset=QualityFinding.objects.order_by("round", "pk")),
+        "feedback",
     )
 
 
@@ -890,6 +912,8 @@ def turn_review(
         annotations=annotations,
         coach_flagged=any(a.flagged for a in annotations),
         open=open,
+        checks_failed=check_reasons(turn),
+        feedback=next(iter(turn.feedback.all()), None),
     )
 
 
@@ -918,6 +942,8 @@ def session_review(session: CoachingSession, *, open_turn_id: int | None = None)
         escalated=sum(1 for r in ordered if r.turn.escalation != Escalation.NONE),
         degraded=sum(1 for r in ordered if r.turn.degraded),
         flagged=sum(1 for r in ordered if r.turn.flagged or r.coach_flagged),
+        checks_failed=sum(1 for r in ordered if r.checks_failed),
+        thumbs_down=sum(1 for r in ordered if r.feedback and r.feedback.rating == AnswerFeedback.Rating.DOWN),
         runs=sum(len(r.outputs) for r in ordered),
         tokens=sum(r.timeline.total_tokens for r in ordered),
     )
@@ -926,25 +952,88 @@ def session_review(session: CoachingSession, *, open_turn_id: int | None = None)
 # --- The review queue -----------------------------------------------------------------
 
 
+def turn_number(via: str = "") -> Subquery:
+    """A turn's number in its session (1, 2, 3 ...), counted as the session review counts them
+    (by start, then id): what a person reads instead of a database id. `via`: the path from
+    the annotated model to the turn ("source_turn__"), empty on Turn itself."""
+    turn = via.removesuffix("__") if via else "pk"
+    earlier = (
+        Turn.objects.filter(session=OuterRef(f"{via}session"))
+        .filter(
+            Q(started_at__lt=OuterRef(f"{via}started_at"))
+            | Q(started_at=OuterRef(f"{via}started_at"), pk__lte=OuterRef(turn))
+        )
+        .order_by()
+        .values("session")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return Subquery(earlier, output_field=IntegerField())
+
+
 def review_queue(turns: QuerySet[Turn], reason: str | None = None) -> QuerySet[Turn]:
-    """Escalated, degraded and flagged turns (by the pipeline or by a coach), oldest first.
-    `turns` must already be scoped to what the coach may see."""
+    """Turns a coach should look at, found by themselves: escalated; failed a quality check or
+    the critic gate (in any round, even when the retry passed); a thumbs-down from the coachee;
+    degraded; flagged by the pipeline or a coach. Oldest first. `turns` must already be scoped
+    to what the coach may see."""
     coach_flagged = Exists(Annotation.objects.filter(turn=OuterRef("pk"), flagged=True))
+    quality_failed = Exists(QualityFinding.objects.filter(turn=OuterRef("pk")))
+    thumbs_down = Exists(AnswerFeedback.objects.filter(turn=OuterRef("pk"), rating=AnswerFeedback.Rating.DOWN))
     conditions = {
         "escalated": ~Q(escalation=Escalation.NONE),
+        "checks": Q(quality_failed=True)
+        | Q(critic_result__round_1__passed=False)
+        | Q(critic_result__round_2__passed=False),
+        "feedback": Q(thumbs_down=True),
         "degraded": Q(degraded=True),
         "flagged": Q(flagged=True) | Q(coach_flagged=True),
     }
     if reason in conditions:
         condition = conditions[reason]
     else:
-        condition = conditions["escalated"] | conditions["degraded"] | conditions["flagged"]
+        condition = Q()
+        for each in conditions.values():
+            condition |= each
     return (
-        turns.annotate(coach_flagged=coach_flagged, annotation_count=Count("annotations", distinct=True))
+        turns.annotate(
+            coach_flagged=coach_flagged,
+            quality_failed=quality_failed,
+            thumbs_down=thumbs_down,
+            annotation_count=Count("annotations", distinct=True),
+            number=turn_number(),
+        )
         .filter(condition)
         .select_related("session__coachee", "user_message")
+        .prefetch_related(
+            Prefetch("quality_findings", queryset=QualityFinding.objects.order_by("round", "pk")),
+            Prefetch("feedback", queryset=AnswerFeedback.objects.filter(rating=AnswerFeedback.Rating.DOWN)),
+        )
         .order_by("started_at", "pk")
     )
+
+
+def check_reasons(turn: Turn) -> list[str]:
+    """What failed on the turn, in a coach's words: each quality finding once (surface, check,
+    what was done), then what the critic gate objected to in rounds that did not pass."""
+    seen: set[tuple[str, str, str]] = set()
+    labels: list[str] = []
+    for finding in turn.quality_findings.all():
+        key = (finding.surface, finding.check_name, finding.action)
+        if key in seen:
+            continue
+        seen.add(key)
+        detail = f" ({finding.detail})" if finding.detail else ""
+        labels.append(
+            f"{finding.get_surface_display()} failed {finding.check_name.replace('_', ' ')}{detail}: "
+            f"{finding.get_action_display().lower()}"
+        )
+    # A round's violations repeat its quality findings ("check: detail"): only the critic's own.
+    recorded = {f"{f.check_name}: {f.detail}" for f in turn.quality_findings.all()}
+    for round in critic_rounds(turn.critic_result):
+        own = [v for v in round.violations if v not in recorded]
+        if not round.passed and own:
+            labels.append(f"Critic gate, round {round.round}: " + "; ".join(own))
+    return labels
 
 
 @dataclass
@@ -971,6 +1060,10 @@ def queue_rows(turns: Iterable[Turn]) -> list[QueueRow]:
             reasons.append(("flagged", f"Flagged: {turn.flag_reason}" if turn.flag_reason else "Flagged"))
         if getattr(turn, "coach_flagged", False):
             reasons.append(("coach-flagged", "Flagged by a coach"))
+        reasons += [("check-failed", label) for label in check_reasons(turn)]
+        for feedback in turn.feedback.all():
+            said = f": “{feedback.comment}”" if feedback.comment else ""
+            reasons.append(("thumbs-down", f"Thumbs down from the coachee{said}"))
         rows.append(
             QueueRow(
                 turn=turn,
@@ -1230,7 +1323,8 @@ def blackboard_history(coachee_id: int) -> list[VersionView]:
     """Every version, newest first, with where it came from and what it changed."""
     versions = list(
         BlackboardVersion.objects.filter(coachee_id=coachee_id)
-        .select_related("source_turn", "edited_by")
+        .select_related("source_turn__session", "edited_by")
+        .annotate(source_turn_number=turn_number("source_turn__"))
         .order_by("version")
     )
     views: list[VersionView] = []
@@ -1252,7 +1346,11 @@ def blackboard_history(coachee_id: int) -> list[VersionView]:
             source = f"Edited by {editor}"
         elif version.source_agent:
             source = f"{AGENT_LABELS.get(version.source_agent, version.source_agent)}"
-            source += f", turn {version.source_turn_id}" if version.source_turn_id else " (turn deleted)"
+            if turn is not None:
+                number = getattr(version, "source_turn_number", None)
+                source += f", turn {number} of the session of {timezone.localtime(turn.session.created_at):%-d %b %Y}"
+            else:
+                source += " (turn deleted)"
         else:
             source = "Unknown source"
         changes = blackboard_changes(previous.data if previous else {}, version.data)

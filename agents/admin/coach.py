@@ -347,6 +347,7 @@ class TurnAdmin(ExportCsvMixin, admin.ModelAdmin):
         "id",
         "coachee",
         "session_no",
+        "turn_in_session",
         "first_words",
         "status",
         "needs_review",
@@ -370,6 +371,14 @@ class TurnAdmin(ExportCsvMixin, admin.ModelAdmin):
     @admin.display(description="session", ordering="session_id")
     def session_no(self, obj: Turn) -> int:
         return int(obj.session_id)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return super().get_queryset(request).annotate(session_turn_number=review.turn_number())
+
+    @admin.display(description="turn", ordering="started_at")
+    def turn_in_session(self, obj: Turn) -> int | None:
+        """The number a person reads on the session review, not the database id."""
+        return getattr(obj, "session_turn_number", None)
 
     @admin.display(description="coachee's message")
     def first_words(self, obj: Turn) -> str:
