@@ -1212,7 +1212,7 @@ class VersionView:
     source_turn_id: int | None
     source_session_id: int | None
     revert_of: int | None
-    counts: list[tuple[str, int]]
+    counts: list[str]  # "2 goals", "1 priority"
     changes: list[str]
     more_changes: int
     items: list[BlackboardItem]
@@ -1270,6 +1270,8 @@ KIND_LABELS = {
     "predictions": "Prediction",
     "patterns": "Pattern",
 }
+# Plurals spelled out: Django's |pluralize makes "prioritys".
+KIND_PLURALS = {"Goal": "goals", "Priority": "priorities", "Prediction": "predictions", "Pattern": "patterns"}
 MAX_CHANGES = 8
 
 
@@ -1319,6 +1321,11 @@ def blackboard_changes(before: Any, after: Any) -> list[str]:
     return changes
 
 
+def count_label(n: int, label: str) -> str:
+    """'1 priority', '3 priorities'."""
+    return f"{n} {label.lower() if n == 1 else KIND_PLURALS[label]}"
+
+
 def blackboard_history(coachee_id: int) -> list[VersionView]:
     """Every version, newest first, with where it came from and what it changed."""
     versions = list(
@@ -1363,7 +1370,7 @@ def blackboard_history(coachee_id: int) -> list[VersionView]:
                 source_turn_id=version.source_turn_id,
                 source_session_id=turn.session_id if turn else None,
                 revert_of=revert_of,
-                counts=[(label, len(data.get(kind, []))) for kind, label in KIND_LABELS.items()],
+                counts=[count_label(len(data.get(kind, [])), label) for kind, label in KIND_LABELS.items()],
                 changes=changes[:MAX_CHANGES],
                 more_changes=max(0, len(changes) - MAX_CHANGES),
                 items=blackboard_items(data),

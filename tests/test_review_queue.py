@@ -136,3 +136,10 @@ def test_a_coachee_rates_only_their_own_full_answers(run: Any) -> None:
 def test_the_admin_home_links_to_the_queue(run: Any) -> None:
     html = logged_in(run.coach).get(reverse("admin:index")).content.decode()
     assert f'href="{reverse("admin:agents_turn_review_queue")}"' in html
+
+
+def test_blackboard_counts_are_spelled_as_people_write_them() -> None:
+    from agents.review import count_label
+
+    assert [count_label(n, "Priority") for n in (0, 1, 3)] == ["0 priorities", "1 priority", "3 priorities"]
+    assert count_label(2, "Goal") == "2 goals"
