@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from agents.models import (
     AgentRun,
+    AnswerFeedback,
     BlackboardVersion,
     CoachingSession,
     Message,
@@ -34,6 +35,12 @@ def session_overview(*, user_id: int) -> QuerySet[CoachingSession]:
 
 def transcript(*, session_id: int) -> list[Message]:
     return list(Message.objects.filter(session_id=session_id).select_related("turn_as_synth").order_by("seq"))
+
+
+def feedback_of(*, session_id: int) -> dict[int, str]:
+    """Full answer id -> "up" or "down", for the chat page's thumbs."""
+    rows = AnswerFeedback.objects.filter(message__session_id=session_id).values_list("message_id", "rating")
+    return {message_id: "up" if rating > 0 else "down" for message_id, rating in rows}
 
 
 def running_turn_id(*, session_id: int) -> int | None:

@@ -15,7 +15,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse_lazy
 from django.views.decorators.http import require_POST
 
-from agents import blackboard, privacy, rendering, selectors, services, throttle
+from agents import blackboard, privacy, rendering, selectors, services, services_feedback, throttle
 from agents.models import Role
 
 
@@ -113,6 +113,7 @@ def chat_session(request: HttpRequest, session_id: int) -> HttpResponse:
     # (the page drops what it already shows), instead of being missed.
     last_seq = selectors.last_seq(session_id=session.pk)
     transcript = selectors.transcript(session_id=session.pk)
+    feedback = selectors.feedback_of(session_id=session.pk)
     messages = [
         {
             "id": m.pk,
@@ -122,6 +123,8 @@ def chat_session(request: HttpRequest, session_id: int) -> HttpResponse:
             "status": m.status,
             "html": rendering.markdown_to_safe_html(m.text) if m.role == Role.SYNTH else "",
             "completes": getattr(getattr(m, "turn_as_synth", None), "coach_message_id", None),
+            "created_at": m.created_at,
+            "feedback": feedback.get(m.pk),
         }
         for m in transcript
     ]
@@ -139,6 +142,31 @@ def chat_session(request: HttpRequest, session_id: int) -> HttpResponse:
             "sessions": selectors.sessions_of(user_id=_user_id(request))[:20],
         },
     )
+
+
+class AnswerFeedbackForm(forms.Form):
+    rating = forms.ChoiceField(choices=[("up", "Helpful"), ("down", "Not helpful"), ("none", "No rating")])
+    comment = forms.CharField(max_length=services_feedback.COMMENT_CHARS, required=False, strip=True)
+
+
+RATINGS = {"up": 1, "down": -1, "none": None}
+
+
+@login_required
+@require_POST
+def answer_feedback(request: HttpRequest, message_id: int) -> JsonResponse:
+    """Thumbs up or down on one full answer (the chat page posts it; JSON back)."""
+    form = AnswerFeedbackForm(request.POST)
+    if not form.is_valid():
+        return JsonResponse({"error": "A rating is up, down or none."}, status=400)
+    rating = RATINGS[form.cleaned_data["rating"]]
+    try:
+        services_feedback.answer_feedback_set(
+            user_id=_user_id(request), message_id=message_id, rating=rating, comment=form.cleaned_data["comment"]
+        )
+    except PermissionDenied as exc:
+        raise Http404("No such answer") from exc
+    return JsonResponse({"rating": form.cleaned_data["rating"]})
 
 
 class MemoryEditForm(forms.Form):

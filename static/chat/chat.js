@@ -33,6 +33,8 @@
     composerError: byId("composer-error"),
     counter: byId("char-count"),
     queueNote: byId("queue-note"),
+    endForm: byId("end-session-form"),
+    endDialog: byId("end-dialog"),
   };
 
   const SESSION_ID = root.dataset.sessionId;
@@ -135,7 +137,180 @@
     const li = el("li", `msg msg-${role}`);
     li.dataset.role = role;
     li.append(el("span", "who", ROLE_LABELS[role]), el("div", "body", text || ""));
+    decorate(li);
     return li;
+  }
+
+  // --- Under each message: its time, Copy, and on a full answer thumbs up / down ---------------
+
+  const TIME = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit" });
+  const WHEN = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
+
+  function stamp(time, date) {
+    time.dateTime = date.toISOString();
+    time.textContent = TIME.format(date);
+    time.title = WHEN.format(date);
+  }
+
+  // A rendered message has its server time; one that arrives live is stamped on arrival.
+  function decorate(li) {
+    let foot = li.querySelector(".msg-foot");
+    if (!foot) {
+      foot = el("div", "msg-foot");
+      li.append(foot);
+    }
+    if (foot.dataset.ready) return;
+    foot.dataset.ready = "yes";
+    let time = foot.querySelector("time");
+    if (!time) {
+      time = el("time");
+      foot.append(time);
+      stamp(time, new Date());
+    } else if (time.dateTime) {
+      stamp(time, new Date(time.dateTime)); // the reader's own clock and format
+    }
+    const copy = el("button", "msg-action copy", "Copy");
+    copy.type = "button";
+    copy.setAttribute("aria-label", `Copy ${ROLE_LABELS[li.dataset.role] || "message"}`);
+    copy.addEventListener("click", () => copyMessage(li, copy));
+    foot.append(copy);
+    if (li.dataset.role === "synth") foot.append(thumbs(li));
+  }
+
+  async function copyMessage(li, button) {
+    const text = li.querySelector(".body").innerText.trim();
+    let copied = false;
+    try {
+      await navigator.clipboard.writeText(text);
+      copied = true;
+    } catch {
+      copied = copyByHand(text); // no clipboard API outside secure contexts
+    }
+    button.textContent = copied ? "Copied" : "Copy failed";
+    announce(copied ? "Copied." : "Could not copy.");
+    setTimeout(() => (button.textContent = "Copy"), 1500);
+  }
+
+  function copyByHand(text) {
+    const area = el("textarea", "visually-hidden");
+    area.value = text;
+    document.body.append(area);
+    area.select();
+    let ok = false;
+    try {
+      ok = document.execCommand("copy");
+    } catch {
+      ok = false;
+    }
+    area.remove();
+    return ok;
+  }
+
+  function thumbs(li) {
+    const group = el("span", "thumbs");
+    group.setAttribute("role", "group");
+    group.setAttribute("aria-label", "Was this answer helpful?");
+    for (const [rating, label] of [
+      ["up", "Helpful"],
+      ["down", "Not helpful"],
+    ]) {
+      const button = el("button", `msg-action thumb thumb-${rating}`);
+      button.append(thumbIcon(rating));
+      button.type = "button";
+      button.dataset.rating = rating;
+      button.setAttribute("aria-label", label);
+      button.title = label;
+      button.setAttribute("aria-pressed", String(li.dataset.feedback === rating));
+      button.addEventListener("click", () => rate(li, li.dataset.feedback === rating ? "none" : rating));
+      group.append(button);
+    }
+    return group;
+  }
+
+  // Feather's thumbs icons (MIT), drawn rather than emoji: not every system has an emoji font.
+  const THUMB_PATHS = {
+    up: "M14 9V5a3 3 0 0 0-3-3l-4 9v11h11.28a2 2 0 0 0 2-1.7l1.38-9a2 2 0 0 0-2-2.3zM7 22H4a2 2 0 0 1-2-2v-7a2 2 0 0 1 2-2h3",
+    down: "M10 15v4a3 3 0 0 0 3 3l4-9V2H5.72a2 2 0 0 0-2 1.7l-1.38 9a2 2 0 0 0 2 2.3zm7-13h2.67A2.31 2.31 0 0 1 22 4v7a2.31 2.31 0 0 1-2.33 2H17",
+  };
+
+  function thumbIcon(rating) {
+    const ns = "http://www.w3.org/2000/svg";
+    const svg = document.createElementNS(ns, "svg");
+    svg.setAttribute("viewBox", "0 0 24 24");
+    svg.setAttribute("aria-hidden", "true");
+    svg.setAttribute("focusable", "false");
+    const path = document.createElementNS(ns, "path");
+    path.setAttribute("d", THUMB_PATHS[rating]);
+    svg.append(path);
+    return svg;
+  }
+
+  function csrfToken() {
+    const input = document.querySelector("input[name=csrfmiddlewaretoken]");
+    return input ? input.value : "";
+  }
+
+  async function postFeedback(li, rating, comment) {
+    const url = root.dataset.feedbackUrl.replace("/0/", `/${encodeURIComponent(li.dataset.messageId)}/`);
+    const body = new URLSearchParams({ rating, comment: comment || "" });
+    const response = await fetch(url, {
+      method: "POST",
+      body,
+      credentials: "same-origin",
+      headers: { "X-CSRFToken": csrfToken() },
+    });
+    if (!response.ok) throw new Error(`feedback: HTTP ${response.status}`);
+  }
+
+  async function rate(li, rating) {
+    const before = li.dataset.feedback || "none";
+    showRating(li, rating); // at once; put back if the server refuses
+    try {
+      await postFeedback(li, rating);
+      announce(rating === "none" ? "Rating removed." : "Thanks for your feedback.");
+      if (rating === "down") askWhy(li);
+    } catch {
+      showRating(li, before);
+      showNotice("Your rating could not be saved. Please try again.");
+    }
+  }
+
+  function showRating(li, rating) {
+    if (rating === "none") delete li.dataset.feedback;
+    else li.dataset.feedback = rating;
+    for (const button of li.querySelectorAll(".thumb")) {
+      button.setAttribute("aria-pressed", String(button.dataset.rating === rating));
+    }
+    if (rating !== "down") {
+      const why = li.querySelector(".why-form");
+      if (why) why.remove();
+    }
+  }
+
+  // After a thumbs-down: what was wrong, in a few words (optional), for the coach.
+  function askWhy(li) {
+    if (li.querySelector(".why-form")) return;
+    const form = el("form", "why-form");
+    const id = `why-${li.dataset.messageId}`;
+    const label = el("label", null, "What was wrong? (optional, your coach reads it)");
+    label.htmlFor = id;
+    const input = el("input");
+    input.id = id;
+    input.maxLength = 500;
+    const send = el("button", "small", "Send");
+    send.type = "submit";
+    form.append(label, input, send);
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      try {
+        await postFeedback(li, "down", input.value);
+        form.replaceChildren(el("span", "muted", "Thank you. Your coach will see it."));
+      } catch {
+        showNotice("Your comment could not be saved. Please try again.");
+      }
+    });
+    li.append(form);
+    input.focus();
   }
 
   function nearBottom() {
@@ -1091,6 +1266,7 @@
   }
 
   function restorePage() {
+    for (const li of dom.list.querySelectorAll("li.msg")) decorate(li);
     attachRenderedSynths();
     for (const li of dom.list.querySelectorAll('li.msg-coach[data-status="streaming"]')) {
       li.setAttribute("aria-busy", "true");
@@ -1215,6 +1391,18 @@
       connect();
     }
   });
+
+  // Ending a session cannot be undone: ask first (without script, the form simply posts).
+  if (dom.endForm && dom.endDialog && typeof dom.endDialog.showModal === "function") {
+    dom.endForm.addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      dom.endDialog.returnValue = "";
+      dom.endDialog.showModal();
+    });
+    dom.endDialog.addEventListener("close", () => {
+      if (dom.endDialog.returnValue === "end") dom.endForm.submit();
+    });
+  }
 
   if (dom.notify) dom.notify.addEventListener("click", toggleNotify);
   renderNotifyToggle();
