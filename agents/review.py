@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, Exists, IntegerField, Max, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models import Count, Exists, Max, OuterRef, Prefetch, Q, QuerySet
 from django.utils import timezone
 from pydantic import ValidationError
 
@@ -48,6 +48,7 @@ from agents.schemas import (
     StabilityOutput,
     SynthOutput,
 )
+from agents.selectors import turn_number
 
 AGENT_ORDER = [a.value for a in Agent]
 AGENT_LABELS: dict[str, str] = {a.value: str(a.label) for a in Agent}
@@ -950,25 +951,6 @@ def session_review(session: CoachingSession, *, open_turn_id: int | None = None)
 
 
 # --- The review queue -----------------------------------------------------------------
-
-
-def turn_number(via: str = "") -> Subquery:
-    """A turn's number in its session (1, 2, 3 ...), counted as the session review counts them
-    (by start, then id): what a person reads instead of a database id. `via`: the path from
-    the annotated model to the turn ("source_turn__"), empty on Turn itself."""
-    turn = via.removesuffix("__") if via else "pk"
-    earlier = (
-        Turn.objects.filter(session=OuterRef(f"{via}session"))
-        .filter(
-            Q(started_at__lt=OuterRef(f"{via}started_at"))
-            | Q(started_at=OuterRef(f"{via}started_at"), pk__lte=OuterRef(turn))
-        )
-        .order_by()
-        .values("session")
-        .annotate(n=Count("pk"))
-        .values("n")
-    )
-    return Subquery(earlier, output_field=IntegerField())
 
 
 def review_queue(turns: QuerySet[Turn], reason: str | None = None) -> QuerySet[Turn]:

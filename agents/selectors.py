@@ -4,7 +4,7 @@ import statistics
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from agents.models import (
@@ -35,6 +35,25 @@ def session_overview(*, user_id: int) -> QuerySet[CoachingSession]:
 
 def transcript(*, session_id: int) -> list[Message]:
     return list(Message.objects.filter(session_id=session_id).select_related("turn_as_synth").order_by("seq"))
+
+
+def turn_number(via: str = "") -> Subquery:
+    """A turn's number in its session (1, 2, 3 ...), counted as the session review counts them
+    (by start, then id): what a person reads instead of a database id. `via`: the path from
+    the annotated model to the turn ("source_turn__"), empty on Turn itself."""
+    turn = via.removesuffix("__") if via else "pk"
+    earlier = (
+        Turn.objects.filter(session=OuterRef(f"{via}session"))
+        .filter(
+            Q(started_at__lt=OuterRef(f"{via}started_at"))
+            | Q(started_at=OuterRef(f"{via}started_at"), pk__lte=OuterRef(turn))
+        )
+        .order_by()
+        .values("session")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return Subquery(earlier, output_field=IntegerField())
 
 
 def feedback_of(*, session_id: int) -> dict[int, str]:

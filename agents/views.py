@@ -15,7 +15,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse_lazy
 from django.views.decorators.http import require_POST
 
-from agents import blackboard, privacy, rendering, selectors, services, services_feedback, throttle
+from agents import blackboard, privacy, rendering, selectors, services, services_feedback, services_memory, throttle
 from agents.models import Role
 
 
@@ -171,7 +171,9 @@ def answer_feedback(request: HttpRequest, message_id: int) -> JsonResponse:
 
 class MemoryEditForm(forms.Form):
     item_id = forms.CharField(max_length=32)
-    action = forms.ChoiceField(choices=[("correct", "Correct"), ("hide", "Hide"), ("show", "Show again")])
+    action = forms.ChoiceField(
+        choices=[("correct", "Correct"), ("hide", "Hide"), ("show", "Show again"), ("delete", "Delete")]
+    )
     text = forms.CharField(max_length=blackboard.MAX_TEXT, required=False, strip=True)
 
     def clean(self) -> dict[str, Any]:
@@ -190,21 +192,24 @@ def memory(request: HttpRequest) -> HttpResponse:
         if form.is_valid():
             action = form.cleaned_data["action"]
             try:
-                services.blackboard_item_edit(
-                    coachee_id=user_id,
-                    item_id=form.cleaned_data["item_id"],
-                    text=form.cleaned_data["text"] if action == "correct" else None,
-                    hidden={"hide": True, "show": False}.get(action),
-                )
+                if action == "delete":
+                    services_memory.blackboard_item_delete(coachee_id=user_id, item_id=form.cleaned_data["item_id"])
+                else:
+                    services.blackboard_item_edit(
+                        coachee_id=user_id,
+                        item_id=form.cleaned_data["item_id"],
+                        text=form.cleaned_data["text"] if action == "correct" else None,
+                        hidden={"hide": True, "show": False}.get(action),
+                    )
             except (KeyError, ValueError) as exc:
                 flash.error(request, "That item cannot be changed." if isinstance(exc, KeyError) else str(exc))
             else:
-                flash.success(request, "Saved. The agents will see the change from your next message on.")
+                done = "Deleted, also from the coach's history." if action == "delete" else "Saved."
+                flash.success(request, f"{done} The agents will see the change from your next message on.")
                 return redirect("memory")
         else:
             flash.error(request, " ".join(str(e) for errors in form.errors.values() for e in errors))
-    items = blackboard.items_for_coachee(selectors.blackboard_of(coachee_id=user_id))
-    return render(request, "agents/memory.html", {"items": items})
+    return render(request, "agents/memory.html", {"sections": services_memory.memory_sections(coachee_id=user_id)})
 
 
 class AccountDeleteForm(forms.Form):

@@ -20,7 +20,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
-from agents import review, services_review
+from agents import review, selectors, services_review
 from agents.admin.scoping import (
     CoacheeScopedInlineMixin,
     CoacheeScopedMixin,
@@ -373,7 +373,7 @@ class TurnAdmin(ExportCsvMixin, admin.ModelAdmin):
         return int(obj.session_id)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
-        return super().get_queryset(request).annotate(session_turn_number=review.turn_number())
+        return super().get_queryset(request).annotate(session_turn_number=selectors.turn_number())
 
     @admin.display(description="turn", ordering="started_at")
     def turn_in_session(self, obj: Turn) -> int | None:

@@ -1277,7 +1277,10 @@
     renderCounter();
     renderQueueNote();
     if (state.ended) disableComposer("This session has ended. Start a new session to continue.");
-    scrollToBottom();
+    // Opened at one message (a link from the memory page): show it, not the newest.
+    const target = location.hash.startsWith("#msg-") ? document.getElementById(location.hash.slice(1)) : null;
+    if (target) target.scrollIntoView({ block: "center" });
+    else scrollToBottom();
   }
 
   // --- User input ---------------------------------------------------------------------------
