@@ -32,6 +32,7 @@ from agents.llm.schema import extra_body_for
 from agents.models import AgentConfig, AgentRun, ModelEndpoint, PromptStatus, PromptVersion, RunStatus
 from agents.prompts import PLACEHOLDERS, placeholders_in
 from agents.schemas import OUTPUT_SCHEMAS
+from agents.selectors import turn_number
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -358,6 +359,7 @@ class ReplayRow:
     new_prompt_tokens: int | None = None
     new_completion_tokens: int | None = None
     new_latency_ms: int | None = None
+    turn_number: int | None = None  # in its session: what the operator reads, not the id
     calls: int = 0
 
     @property
@@ -440,6 +442,7 @@ def replay_candidates(agent: str, *, limit: int = 20) -> models.QuerySet[AgentRu
             "prompt_version__status",
             "prompt_version__agent",
         )
+        .annotate(turn_number=turn_number("turn__"))
         .order_by("-started_at", "-pk")[:limit]
     )
 
@@ -448,6 +451,7 @@ def _row_for(run: AgentRun) -> ReplayRow:
     return ReplayRow(
         run_id=run.pk,
         turn_id=run.turn_id,
+        turn_number=getattr(run, "turn_number", None),
         round=run.round,
         run_started_at=run.started_at,
         original_version=run.prompt_version.version if run.prompt_version else None,
@@ -479,7 +483,11 @@ def prompt_replay(
     if len(runs) > REPLAY_MAX_RUNS:
         raise PromptOpError(f"choose at most {REPLAY_MAX_RUNS} runs")
     ids = [run.pk for run in runs]
-    loaded = AgentRun.objects.select_related("turn", "prompt_version").in_bulk(ids)
+    loaded = (
+        AgentRun.objects.select_related("turn", "prompt_version")
+        .annotate(turn_number=turn_number("turn__"))
+        .in_bulk(ids)
+    )
     others = sorted(run.pk for run in loaded.values() if run.agent != version.agent)
     if others:
         raise PromptOpError(f"runs {others} are not {version.agent} runs")

@@ -13,6 +13,7 @@ from agents.models import (
     BlackboardVersion,
     CoachingSession,
     Message,
+    PromptVersion,
     Role,
     RunStatus,
     SessionEvent,
@@ -54,6 +55,14 @@ def turn_number(via: str = "") -> Subquery:
         .values("n")
     )
     return Subquery(earlier, output_field=IntegerField())
+
+
+def with_feedback_counts(versions: QuerySet[PromptVersion]) -> QuerySet[PromptVersion]:
+    """Prompt versions with thumbs_up and thumbs_down: coachees' ratings of the answers each wrote."""
+    return versions.annotate(
+        thumbs_up=Count("answer_feedback", filter=Q(answer_feedback__rating=AnswerFeedback.Rating.UP)),
+        thumbs_down=Count("answer_feedback", filter=Q(answer_feedback__rating=AnswerFeedback.Rating.DOWN)),
+    )
 
 
 def feedback_of(*, session_id: int) -> dict[int, str]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import Count, Q
 
 from agents.models import Agent, AgentRun, AnswerFeedback, Message, Role, Turn
 
@@ -51,13 +50,3 @@ def answer_feedback_set(
             },
         )
     return feedback
-
-
-def feedback_counts_by_prompt_version() -> dict[int, tuple[int, int]]:
-    """prompt version id -> (thumbs up, thumbs down)."""
-    rows = (
-        AnswerFeedback.objects.filter(prompt_version__isnull=False)
-        .values("prompt_version_id")
-        .annotate(up=Count("pk", filter=Q(rating=1)), down=Count("pk", filter=Q(rating=-1)))
-    )
-    return {row["prompt_version_id"]: (row["up"], row["down"]) for row in rows}

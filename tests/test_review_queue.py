@@ -12,9 +12,9 @@ from django.core.exceptions import PermissionDenied
 from django.test import Client
 from django.urls import reverse
 
-from agents import handoff, pipeline, services, services_feedback
+from agents import handoff, pipeline, selectors, services, services_feedback
 from agents.llm.simulator import SimulatorServer
-from agents.models import AnswerFeedback, QualityFinding, Turn
+from agents.models import AnswerFeedback, PromptVersion, QualityFinding, Turn
 from tests.conftest import CLEAN_CRITIC, make_coachee, point_agents_at
 from tests.test_admin_coach import logged_in, make_coach
 
@@ -119,7 +119,8 @@ def test_a_thumbs_down_puts_the_turn_in_the_queue_with_the_coachees_words(run: A
     feedback = AnswerFeedback.objects.get(turn=disliked)
     assert feedback.prompt_version is not None
     assert feedback.prompt_version.agent == "synth"
-    assert services_feedback.feedback_counts_by_prompt_version()[feedback.prompt_version.pk] == (1, 1)
+    counted = selectors.with_feedback_counts(PromptVersion.objects.filter(pk=feedback.prompt_version.pk)).get()
+    assert (counted.thumbs_up, counted.thumbs_down) == (1, 1)  # type: ignore[attr-defined]  # annotations
 
 
 def test_a_coachee_rates_only_their_own_full_answers(run: Any) -> None:
