@@ -160,6 +160,8 @@ class CoachingSession(models.Model):
     coachee = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="coaching_sessions")
     status = models.CharField(max_length=8, choices=SessionStatus.choices, default=SessionStatus.OPEN)
     locale = models.CharField(max_length=16, default="en")
+    # The coachee's own name for it; blank: the page names it after their first words.
+    title = models.CharField(max_length=120, blank=True)
     # The last sequence number handed out; messages and events share one sequence.
     last_seq = models.PositiveBigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -10,6 +10,7 @@ urlpatterns = [
     path("sessions/new/", views.session_new, name="session-new"),
     path("sessions/<int:session_id>/", views.chat_session, name="chat-session"),
     path("sessions/<int:session_id>/end/", views.session_end, name="session-end"),
+    path("sessions/<int:session_id>/title/", views.session_title, name="session-title"),
     path("answers/<int:message_id>/feedback/", views.answer_feedback, name="answer-feedback"),
     path("memory/", views.memory, name="memory"),
     path("account/", views.account, name="account"),

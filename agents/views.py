@@ -15,7 +15,17 @@ from django.shortcuts import redirect, render
 from django.urls import reverse_lazy
 from django.views.decorators.http import require_POST
 
-from agents import blackboard, privacy, rendering, selectors, services, services_feedback, services_memory, throttle
+from agents import (
+    blackboard,
+    privacy,
+    rendering,
+    selectors,
+    services,
+    services_feedback,
+    services_memory,
+    services_sessions,
+    throttle,
+)
 from agents.models import Role
 
 
@@ -81,9 +91,45 @@ def chat_home(request: HttpRequest) -> HttpResponse:
     return redirect("chat-session", session_id=session.pk)
 
 
+def _titled(sessions: Any) -> list[tuple[Any, str]]:
+    return [(s, services_sessions.session_title(s)) for s in sessions]
+
+
 @login_required
 def session_list(request: HttpRequest) -> HttpResponse:
-    return render(request, "agents/sessions.html", {"sessions": selectors.session_overview(user_id=_user_id(request))})
+    """Every session by its title, and search across the coachee's own conversations."""
+    user_id = _user_id(request)
+    query = request.GET.get("q", "").strip()[:200]
+    return render(
+        request,
+        "agents/sessions.html",
+        {
+            "sessions": _titled(selectors.session_overview(user_id=user_id)),
+            "query": query,
+            "hits": services_sessions.session_search(user_id=user_id, query=query) if query else None,
+            "min_query": services_sessions.MIN_QUERY_CHARS,
+        },
+    )
+
+
+class SessionTitleForm(forms.Form):
+    title = forms.CharField(max_length=services_sessions.TITLE_CHARS, required=False, strip=True)
+
+
+@login_required
+@require_POST
+def session_title(request: HttpRequest, session_id: int) -> HttpResponse:
+    form = SessionTitleForm(request.POST)
+    if form.is_valid():
+        try:
+            services_sessions.session_title_set(
+                session_id=session_id, user_id=_user_id(request), title=form.cleaned_data["title"]
+            )
+        except PermissionDenied as exc:
+            raise Http404("No such session") from exc
+    else:
+        flash.error(request, f"A title has at most {services_sessions.TITLE_CHARS} characters.")
+    return redirect("chat-session", session_id=session_id)
 
 
 @login_required
@@ -139,7 +185,9 @@ def chat_session(request: HttpRequest, session_id: int) -> HttpResponse:
             "max_chars": settings.COACHING_MAX_MESSAGE_CHARS,
             # The page queues what is sent while this turn runs, from its first moment.
             "running_turn_id": selectors.running_turn_id(session_id=session.pk),
-            "sessions": selectors.sessions_of(user_id=_user_id(request))[:20],
+            "sessions": _titled(selectors.session_overview(user_id=_user_id(request))[:20]),
+            "title": services_sessions.session_title(session),
+            "title_max": services_sessions.TITLE_CHARS,
         },
     )
 

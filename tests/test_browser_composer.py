@@ -170,6 +170,9 @@ def test_a_second_message_waits_for_the_first_turn_which_ends_whole(
     session_id = coachee_with_session("wait")
     page, errors = open_chat(context, live_stack, "wait", session_id)
     send(page, "I never start the report on time.")
+    # A new session takes its name from the first message, without a reload.
+    expect(page.locator("#chat-title")).to_have_text("I never start the report on time.")
+    assert page.title() == "I never start the report on time. · Coaching"
     coach_text_longer_than(page, 0)
     send(page, "Also, my manager keeps moving the deadline.")
     expect(page.locator("#messages li.msg-user.queued")).to_have_count(1)

@@ -88,7 +88,7 @@
   };
   // The median of this server's recent whole turns (seconds), when it has finished some.
   const USUAL_TURN_MS = Number(root.dataset.usualTurnS) * 1000 || null;
-  const PAGE_TITLE = document.title;
+  let PAGE_TITLE = document.title;
   // The server's limit (settings.COACHING_MAX_MESSAGE_CHARS), counted as it counts: code points.
   const MAX_CHARS = Number(root.dataset.maxChars) || 4000;
   const NUMBER = new Intl.NumberFormat();
@@ -895,8 +895,31 @@
 
   // --- Event handlers -------------------------------------------------------------------------
 
+  // A new session is named after its first message, as the server names it on the next load
+  // (services_sessions.title_from_words).
+  const TITLE_FROM_WORDS = 60;
+
+  function nameSession(text) {
+    if (root.dataset.untitled !== "yes") return;
+    root.dataset.untitled = "";
+    const words = text.split(/\s+/).filter(Boolean).join(" ");
+    let title = words;
+    if (words.length > TITLE_FROM_WORDS) {
+      const cut = words.slice(0, TITLE_FROM_WORDS);
+      const space = cut.lastIndexOf(" ");
+      title = `${space > 0 ? cut.slice(0, space) : cut}…`;
+    }
+    const heading = byId("chat-title");
+    if (heading) heading.textContent = title;
+    const current = document.querySelector('.sessions a[aria-current="page"] .session-name');
+    if (current) current.textContent = title;
+    PAGE_TITLE = `${title} · Coaching`;
+    if (document.visibilityState !== "hidden") document.title = PAGE_TITLE;
+  }
+
   function onMessageAccepted(e) {
     confirmSent(e);
+    nameSession(e.text);
     if (!findMessage(e.message_id)) {
       // Sent from another tab (or before a reload): no local bubble to confirm.
       const li = makeBubble("user", e.text);

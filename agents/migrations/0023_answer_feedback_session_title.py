@@ -11,6 +11,11 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        migrations.AddField(
+            model_name="coachingsession",
+            name="title",
+            field=models.CharField(blank=True, max_length=120),
+        ),
         migrations.CreateModel(
             name='AnswerFeedback',
             fields=[
