@@ -54,6 +54,7 @@ def account_export(*, user_id: int) -> dict[str, Any]:
         sessions.append(
             {
                 "id": session.pk,
+                "title": session.title,
                 "status": session.status,
                 "locale": session.locale,
                 "created_at": session.created_at.isoformat(),

@@ -1173,6 +1173,8 @@ class PredictionView:
     turn_id: int
     window_open: bool
     status: str
+    turn_number: int | None = None  # in its session, as the session review numbers it
+    session_started: datetime | None = None
     later_messages: list[LaterMessage] = field(default_factory=list)
     later_follow_through: list[tuple[str, int]] = field(default_factory=list)
     next_pattern: str = ""
@@ -1373,8 +1375,8 @@ def _persona_readings(runs: Iterable[AgentRun]) -> list[tuple[CoachingSession, P
 
 
 def _predictions(
-    shadow_runs: list[AgentRun],
-    persona_runs: list[AgentRun],
+    shadow_runs: Sequence[AgentRun],
+    persona_runs: Sequence[AgentRun],
     user_messages: list[Message],
     latest_data: Any,
 ) -> list[PredictionView]:
@@ -1408,6 +1410,8 @@ def _predictions(
                 due_at=due_at,
                 session_id=run.turn.session_id,
                 turn_id=run.turn_id,
+                turn_number=getattr(run, "turn_number", None),
+                session_started=run.turn.session.created_at,
                 window_open=window_open,
                 status=status_by_turn.get(run.turn_id, ""),
                 later_messages=later[:3],
@@ -1433,6 +1437,7 @@ def coachee_overview(coachee: Any) -> CoacheeOverview:
             status=RunStatus.SUCCEEDED,
         )
         .select_related("turn__session")
+        .annotate(turn_number=turn_number("turn__"))
         .order_by("started_at", "pk")
     )
     persona_runs = [r for r in runs if r.agent == Agent.PERSONA]

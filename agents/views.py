@@ -183,6 +183,7 @@ def chat_session(request: HttpRequest, session_id: int) -> HttpResponse:
             "last_seq": last_seq,
             "usual_turn_s": selectors.usual_turn_seconds(),
             "max_chars": settings.COACHING_MAX_MESSAGE_CHARS,
+            "turn_deadline_s": int(settings.COACHING_TURN_DEADLINE_S),
             # The page queues what is sent while this turn runs, from its first moment.
             "running_turn_id": selectors.running_turn_id(session_id=session.pk),
             "sessions": _titled(selectors.session_overview(user_id=_user_id(request))[:20]),

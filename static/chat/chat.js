@@ -755,9 +755,20 @@
     if (!turn) {
       // A turn we did not see start (the page was loaded while it ran): it is running,
       // since some time we do not know.
-      turn = { id, text: null, status: "running", degraded: false, missing: [], agents: {}, startedAt: null };
+      turn = {
+        id,
+        text: null,
+        status: "running",
+        degraded: false,
+        missing: [],
+        agents: {},
+        startedAt: null,
+        seenAt: Date.now(),
+      };
       state.turns.set(id, turn);
-      if (state.currentTurn === null || id > state.currentTurn) state.currentTurn = id;
+      // The newest turn is the last one heard of (events come in seq order); ids are not in
+      // turn order (they are reserved ahead, see context_ahead).
+      state.currentTurn = id;
       turnsChanged();
     }
     return turn;
@@ -772,9 +783,25 @@
     turnsChanged();
   }
 
+  // The server ends every turn by its deadline (a watchdog sends turn.done). A turn this page
+  // still counts as running well past that missed its end (heard of from a stray event after
+  // a reload): it no longer holds queued messages back. The server refuses a message while a
+  // turn really runs (turn_running), which puts it back in the queue.
+  const TURN_DEADLINE_MS = (Number(root.dataset.turnDeadlineS) || 180) * 1000;
+  const STALE_AFTER_MS = TURN_DEADLINE_MS + 30000;
+
+  function isRunning(turn) {
+    return turn.status === "running" && Date.now() - turn.seenAt < STALE_AFTER_MS;
+  }
+
   function anyTurnRunning() {
-    for (const turn of state.turns.values()) if (turn.status === "running") return true;
+    for (const turn of state.turns.values()) if (isRunning(turn)) return true;
     return false;
+  }
+
+  function tick() {
+    if (anyTurnRunning()) renderStatus();
+    else turnsChanged(); // the last running turn went stale: stop ticking, send what waits
   }
 
   function turnsChanged() {
@@ -785,7 +812,7 @@
       dom.stop.textContent = "Stop";
     }
     // The elapsed times tick while something runs, and stop when nothing does.
-    if (running && !state.tickTimer) state.tickTimer = setInterval(renderStatus, 200);
+    if (running && !state.tickTimer) state.tickTimer = setInterval(tick, 200);
     if (!running && state.tickTimer) {
       clearInterval(state.tickTimer);
       state.tickTimer = null;
@@ -1174,7 +1201,12 @@
       const li = bubbleOf(clientId);
       if (li) markQueued(li, true);
     }
-    if (turnId !== null && turnId !== undefined) turnFor(turnId);
+    if (turnId !== null && turnId !== undefined) {
+      const turn = turnFor(turnId);
+      turn.status = "running"; // the server says so
+      turn.seenAt = Date.now();
+      turnsChanged();
+    }
     renderQueueNote();
   }
 
