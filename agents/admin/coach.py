@@ -17,6 +17,7 @@ from django.db.models import Count, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
+from django.utils import timezone
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
@@ -248,7 +249,7 @@ class CoachingSessionAdmin(ExportCsvMixin, admin.ModelAdmin):
         return self._page(
             request,
             "session.html",
-            f"Session {session.pk} of {session.coachee.get_username()}",
+            f"{session.coachee.get_username()}'s session of {timezone.localtime(session.created_at):%-d %b %Y, %H:%M}",
             review=data,
             session=session,
             can_annotate=self._can_annotate(request),
