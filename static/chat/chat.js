@@ -404,8 +404,8 @@
     outbox.set(clientId, item);
     saveOutbox();
     changeList(() => dom.list.append(pendingBubble(clientId, item)));
-    if (item.queued) announce("A reply is still coming. Your message is queued.");
-    else transmit({ type: "user.message", client_id: clientId, text });
+    // Queued: the queue note (a status region) says so; announcing it too would say it twice.
+    if (!item.queued) transmit({ type: "user.message", client_id: clientId, text });
     renderQueueNote();
   }
 
