@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, expect
 
 from agents import services
-from agents.models import AnswerFeedback, CoachingSession, SessionStatus
+from agents.models import AnswerFeedback, CoachingSession, SessionStatus, Turn
 from tests.browser_support import TURN_MS, chromium_for, open_chat, screenshot, send, wait_turn_done
 from tests.conftest import LiveStack, make_coachee
 from tests.test_admin_coach import make_coach
@@ -86,6 +86,10 @@ def test_thumbs_down_with_a_comment_reaches_the_assigned_coach(
     )
     assert errors == []
 
+    # A long flag reason, as the quality gate writes them, must not widen the queue.
+    long_reason = "quality gate: " + "; ".join(f"meta_talk: the reply talks about the system ({n})" for n in range(4))
+    Turn.objects.filter(session_id=session_id).update(flagged=True, flag_reason=long_reason[:200])
+
     # The assigned coach finds it in the queue by itself, and on the session review.
     coach_context = browser.new_context(viewport={"width": 1400, "height": 900})
     try:
@@ -95,9 +99,14 @@ def test_thumbs_down_with_a_comment_reaches_the_assigned_coach(
         expect(row).to_have_count(1)
         expect(row).to_contain_text("Thumbs down from the coachee: “It ignored that I was sick.”")
         expect(row).to_contain_text("turn 1")
-        # The queue fits a 1,400 px window.
-        assert coach.evaluate("document.documentElement.scrollWidth") <= 1400
         screenshot(coach, "feedback-coach-queue")
+        # The whole queue, long reasons and all, fits a 1,400 px window.
+        coach.goto(f"{live_stack.http_url}/admin/agents/turn/review-queue/")
+        expect(coach.locator("#review-queue tbody tr")).to_have_count(1)
+        expect(coach.locator("#review-queue")).to_contain_text("meta_talk")
+        assert coach.evaluate("document.documentElement.scrollWidth") <= 1400
+        screenshot(coach, "feedback-coach-queue-all")
+        coach.goto(f"{live_stack.http_url}/admin/agents/turn/review-queue/?reason=feedback")
         row.get_by_role("link", name="Review").click()
         expect(coach.locator('[data-feedback="down"]')).to_contain_text("It ignored that I was sick.")
         screenshot(coach, "feedback-coach-session")

@@ -16,7 +16,7 @@ from agents import handoff, pipeline, selectors, services, services_feedback
 from agents.llm.simulator import SimulatorServer
 from agents.models import AnswerFeedback, PromptVersion, QualityFinding, Turn
 from tests.conftest import CLEAN_CRITIC, make_coachee, point_agents_at
-from tests.test_admin_coach import logged_in, make_coach
+from tests.test_admin_coach import logged_in, make_coach, make_operator
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(120)]
 
@@ -121,6 +121,10 @@ def test_a_thumbs_down_puts_the_turn_in_the_queue_with_the_coachees_words(run: A
     assert feedback.prompt_version.agent == "synth"
     counted = selectors.with_feedback_counts(PromptVersion.objects.filter(pk=feedback.prompt_version.pk)).get()
     assert (counted.thumbs_up, counted.thumbs_down) == (1, 1)  # type: ignore[attr-defined]  # annotations
+    # Operators read the count on the prompt versions list.
+    operator = logged_in(make_operator("olga"))
+    listing = operator.get(reverse("admin:agents_promptversion_changelist") + "?agent=synth").content.decode()
+    assert "1 up · 1 down" in listing
 
 
 def test_a_coachee_rates_only_their_own_full_answers(run: Any) -> None:
