@@ -233,8 +233,14 @@ def turn_accept(
             original = SessionEvent.objects.get(session=session, seq=existing.seq)
             return AcceptResult(existing.turn_as_user.pk, existing.pk, created=False, event=original.payload)
         if one_turn_at_a_time:
-            # Under the session's row lock: two tabs sending at once cannot both pass.
-            running = Turn.objects.filter(session=session, status=TurnStatus.RUNNING).values_list("pk", flat=True)
+            # Under the session's row lock: two tabs sending at once cannot both pass. A turn
+            # the crisis pre-gate answered holds nothing back: someone in danger who writes
+            # again is heard (and assessed) now, not after that turn's full answer.
+            running = (
+                Turn.objects.filter(session=session, status=TurnStatus.RUNNING)
+                .exclude(escalation__in=[Escalation.REFER, Escalation.CRISIS], crisis_signal__isnull=False)
+                .values_list("pk", flat=True)
+            )
             if (running_id := running.first()) is not None:
                 raise TurnRunningError(running_id)
         seq, (context_version, setup_version) = stamps.next_seq_with_versions(

@@ -158,6 +158,13 @@ def test_a_message_during_a_running_turn_is_queued_then_sent(context: BrowserCon
     expect(page.locator("#messages li.msg-user.queued")).to_have_count(0)
     expect(page.get_by_label("Your message")).to_have_value("Third thought")
     assert len(user_frames(page)) == 3
+
+    # A turn the crisis pre-gate answered holds nothing back: the waiting message goes out.
+    send(page, "I am scared")
+    expect(page.locator("#messages li.msg-user.queued")).to_have_count(1)
+    deliver(page, {"type": "safety.notice", "seq": 5, "turn_id": 7, "level": "crisis", "resources": []})
+    expect(page.locator("#messages li.msg-user.queued")).to_have_count(0)
+    assert [f["text"] for f in user_frames(page)][-1] == "I am scared"
     assert errors == []
 
 

@@ -81,3 +81,20 @@ def test_the_service_itself_refuses_a_second_turn(seeded: None) -> None:
     with pytest.raises(services.TurnRunningError):
         services.turn_accept(session_id=session.pk, user_id=user.pk, client_id="b", text="two", one_turn_at_a_time=True)
     assert Turn.objects.filter(session=session).count() == 1
+
+
+def test_a_turn_the_crisis_pre_gate_answered_holds_no_message_back(seeded: None) -> None:
+    """Someone in danger who writes again is heard now, not after the first turn's full answer."""
+    user = make_coachee("in-danger")
+    session = services.session_start(user_id=user.pk)
+    crisis = services.turn_accept(
+        session_id=session.pk, user_id=user.pk, client_id="a", text="I want to end my life", one_turn_at_a_time=True
+    )
+    assert Turn.objects.get(pk=crisis.turn_id).escalation == "crisis"
+    again = services.turn_accept(
+        session_id=session.pk, user_id=user.pk, client_id="b", text="I am scared", one_turn_at_a_time=True
+    )
+    assert again.created
+    # The new turn is an ordinary one: the next message waits for it.
+    with pytest.raises(services.TurnRunningError):
+        services.turn_accept(session_id=session.pk, user_id=user.pk, client_id="c", text="ok", one_turn_at_a_time=True)

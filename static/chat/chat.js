@@ -393,7 +393,7 @@
 
   // Busy: a turn runs, or a message is on its way and will start one.
   function busy() {
-    if (anyTurnRunning()) return true;
+    if (anyTurnHolding()) return true;
     for (const item of outbox.values()) if (!item.queued) return true;
     return false;
   }
@@ -456,7 +456,7 @@
 
   // Above the composer while a reply is still coming: what happens to a message sent now.
   function renderQueueNote() {
-    const running = anyTurnRunning() && !state.ended && !state.refused;
+    const running = anyTurnHolding() && !state.ended && !state.refused;
     const queued = queuedCount();
     let text = "";
     if (running && queued) {
@@ -796,6 +796,13 @@
 
   function anyTurnRunning() {
     for (const turn of state.turns.values()) if (isRunning(turn)) return true;
+    return false;
+  }
+
+  // A turn the crisis pre-gate answered does not hold the next message back (the server takes
+  // it at once too: services.turn_accept).
+  function anyTurnHolding() {
+    for (const turn of state.turns.values()) if (isRunning(turn) && !turn.crisis) return true;
     return false;
   }
 
@@ -1259,6 +1266,8 @@
   }
 
   function onSafetyNotice(e) {
+    turnFor(e.turn_id).crisis = true;
+    turnsChanged(); // a message waiting behind this turn goes out now
     const li = el("li", "safety");
     li.dataset.seq = e.seq;
     li.dataset.turnId = e.turn_id;
