@@ -209,6 +209,20 @@ def items_for_coachee(data: dict[str, Any] | None) -> list[dict[str, Any]]:
     return sorted(items, key=lambda i: i["when"], reverse=True)
 
 
+def find_item(data: dict[str, Any] | None, item_id: str) -> tuple[str, dict[str, Any]] | None:
+    """(kind, item) of the item with this id, or None."""
+    for kind in empty():
+        for item in (data or {}).get(kind, []):
+            if isinstance(item, dict) and item.get("id") == item_id:
+                return kind, item
+    return None
+
+
+def without_item(data: dict[str, Any], item_id: str) -> dict[str, Any]:
+    """The blackboard with one item gone (unchanged when it holds no such item)."""
+    return {key: [item for item in data.get(key, []) if item.get("id") != item_id] for key in empty()}
+
+
 def edit_item(
     data: dict[str, Any], item_id: str, *, text: str | None = None, hidden: bool | None = None
 ) -> dict[str, Any]:

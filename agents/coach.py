@@ -430,6 +430,7 @@ def coach_accept(
         text=text,
         ids=speculation.ids if speculation is not None else None,
         prefix_for=speculation.prefix_if_current if speculation is not None else None,
+        one_turn_at_a_time=True,
     )
     if not result.created:
         return Accepted(result)

@@ -128,9 +128,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def send_event(self, event: dict[str, Any]) -> None:
         await self.send(text_data=json.dumps(event))
 
-    async def send_error(self, code: str, detail: str) -> None:
+    async def send_error(self, code: str, detail: str, **about: Any) -> None:
         metrics.ws_frame_refused(code)
-        await self.send_event({"type": "error", "code": code, "detail": detail})
+        await self.send_event({"type": "error", "code": code, "detail": detail, **about})
 
     # --- Client frames ----------------------------------------------------------------
 
@@ -175,8 +175,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.send_error("empty_message", "The message is empty.")
             return
         if len(text) > settings.COACHING_MAX_MESSAGE_CHARS:
+            # Refused whole, never cut: the coachee shortens it and sends it again.
             await self.send_error(
-                "message_too_long", f"Messages are limited to {settings.COACHING_MAX_MESSAGE_CHARS} characters."
+                "message_too_long",
+                f"Your message is {len(text):,} characters long; messages are limited to "
+                f"{settings.COACHING_MAX_MESSAGE_CHARS:,}. Nothing was sent: shorten it and send it again.",
+                client_id=frame.client_id,
             )
             return
         # Coach's request goes out now when this process holds what it needs; the turn is
@@ -204,6 +208,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return False
         except services.SessionClosedError:
             await self.send_error("session_closed", "This session has ended; start a new one to continue.")
+            return False
+        except services.TurnRunningError as busy:
+            # The page queues the message and sends it again when this turn is done.
+            await self.send_error(
+                "turn_running",
+                "A reply is still coming. Your message was not sent yet; it goes out when the reply is finished.",
+                turn_id=busy.turn_id,
+                client_id=client_id,
+            )
             return False
         result = accepted.result
         if result is None:

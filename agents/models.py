@@ -182,6 +182,8 @@ class CoachingSession(models.Model):
     coachee = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="coaching_sessions")
     status = models.CharField(max_length=8, choices=SessionStatus.choices, default=SessionStatus.OPEN)
     locale = models.CharField(max_length=16, default="en")
+    # The coachee's own name for it; blank: the page names it after their first words.
+    title = models.CharField(max_length=120, blank=True)
     # The last sequence number handed out; messages and events share one sequence.
     last_seq = models.PositiveBigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -611,6 +613,34 @@ class Annotation(models.Model):
 
     def __str__(self) -> str:
         return f"Annotation on turn {self.turn_id}"
+
+
+class AnswerFeedback(models.Model):
+    """The coachee's thumbs up or down on one full answer; one per answer, changeable. Shown to
+    the assigned coach (a thumbs-down puts the turn in the review queue) and counted per prompt
+    version of the Synth run that wrote the answer."""
+
+    class Rating(models.IntegerChoices):
+        UP = 1, "Helpful"
+        DOWN = -1, "Not helpful"
+
+    message = models.OneToOneField(Message, on_delete=models.CASCADE, related_name="feedback")
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="feedback")
+    rating = models.SmallIntegerField(choices=Rating.choices)
+    comment = models.CharField(max_length=500, blank=True)
+    prompt_version = models.ForeignKey(
+        PromptVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="answer_feedback"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        constraints = [models.CheckConstraint(condition=Q(rating__in=[1, -1]), name="answer_feedback_rating_up_down")]
+        indexes = [models.Index(fields=["prompt_version", "rating"])]
+
+    def __str__(self) -> str:
+        return f"{self.get_rating_display()} on message {self.message_id}"
 
 
 class AccountDeletion(models.Model):

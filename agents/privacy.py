@@ -55,6 +55,7 @@ def account_export(*, user_id: int) -> dict[str, Any]:
         sessions.append(
             {
                 "id": session.pk,
+                "title": session.title,
                 "status": session.status,
                 "locale": session.locale,
                 "created_at": session.created_at.isoformat(),
@@ -71,8 +72,13 @@ def account_export(*, user_id: int) -> dict[str, Any]:
                         "escalation": t.escalation,
                         "started_at": t.started_at.isoformat(),
                         "agents": runs_by_turn.get(t.pk, []),
+                        # The coachee's own thumbs on the full answer, and what they wrote.
+                        "feedback": [
+                            {"rating": f.get_rating_display(), "comment": f.comment, "at": f.updated_at.isoformat()}
+                            for f in t.feedback.all()
+                        ],
                     }
-                    for t in turns
+                    for t in turns.prefetch_related("feedback")
                 ],
                 "summaries": [
                     {"scope": su.scope, "status": su.status, "created_at": su.created_at.isoformat(), "data": su.data}

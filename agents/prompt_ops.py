@@ -51,6 +51,7 @@ from agents.models import (
 )
 from agents.prompts import PLACEHOLDERS, placeholders_in, render_prompt
 from agents.schemas import OUTPUT_SCHEMAS
+from agents.selectors import turn_number
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -384,6 +385,7 @@ class ReplayRow:
     new_prompt_tokens: int | None = None
     new_completion_tokens: int | None = None
     new_latency_ms: int | None = None
+    turn_number: int | None = None  # in its session: what the operator reads, not the id
     calls: int = 0
 
     @property
@@ -471,6 +473,7 @@ def replay_candidates(agent: str, *, limit: int = 20) -> models.QuerySet[AgentRu
             "prompt_version__status",
             "prompt_version__agent",
         )
+        .annotate(turn_number=turn_number("turn__"))
         .order_by("-started_at", "-pk")[:limit]
     )
 
@@ -479,6 +482,7 @@ def _row_for(run: AgentRun) -> ReplayRow:
     return ReplayRow(
         run_id=run.pk,
         turn_id=run.turn_id,
+        turn_number=getattr(run, "turn_number", None),
         round=run.round,
         run_started_at=run.started_at,
         original_version=run.prompt_version.version if run.prompt_version else None,
@@ -494,6 +498,12 @@ def _row_for(run: AgentRun) -> ReplayRow:
     )
 
 
+def _runs_by_id(run_ids: Iterable[int]) -> dict[int, AgentRun]:
+    """Runs as a replay reads them, each with its turn's number in the session (what people read)."""
+    runs = AgentRun.objects.select_related("turn", "prompt_version").annotate(turn_number=turn_number("turn__"))
+    return dict(runs.in_bulk(list(run_ids)))
+
+
 def replayable(agent: str) -> bool:
     """The JSON agents, and Coach (its reply as the coachee would have read it)."""
     return agent in OUTPUT_SCHEMAS or agent == Agent.COACH
@@ -507,7 +517,7 @@ def _replayable_runs(version: PromptVersion, run_ids: Sequence[int]) -> list[Age
         raise PromptOpError("choose at least one past run to replay on")
     if len(run_ids) > REPLAY_MAX_RUNS:
         raise PromptOpError(f"choose at most {REPLAY_MAX_RUNS} runs")
-    loaded = AgentRun.objects.select_related("turn", "prompt_version").in_bulk(list(run_ids))
+    loaded = _runs_by_id(run_ids)
     others = sorted(run.pk for run in loaded.values() if run.agent != version.agent)
     if others:
         raise PromptOpError(f"runs {others} are not {version.agent} runs")
@@ -653,7 +663,7 @@ def replay_job_run(job_id: int) -> None:
         return
     job = ReplayJob.objects.select_related("version", "requested_by").get(pk=job_id)
     try:
-        runs = AgentRun.objects.select_related("turn", "prompt_version").in_bulk(job.run_ids)
+        runs = _runs_by_id(job.run_ids)
         for run_id in job.run_ids:
             run = runs.get(run_id)
             if run is not None:  # erased since it was chosen
@@ -689,8 +699,10 @@ def replay_job_run(job_id: int) -> None:
 def replay_job_report(job: ReplayJob) -> ReplayReport:
     """The stored results as the replay page shows them, the originals read from their runs."""
     rows = []
-    for result in job.results.select_related("run__prompt_version").order_by("pk"):
-        row = _row_for(result.run)
+    results = list(job.results.order_by("pk"))
+    runs = _runs_by_id(result.run_id for result in results)
+    for result in results:
+        row = _row_for(runs[result.run_id])
         row.ran, row.valid, row.calls = result.ran, result.valid, result.calls
         # jsonb keeps no key order: the schema's order again, as the original is shown.
         row.new_output = schema_ordered(job.version.agent, result.output)

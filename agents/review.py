@@ -26,11 +26,13 @@ from agents.models import (
     Agent,
     AgentRun,
     Annotation,
+    AnswerFeedback,
     BlackboardVersion,
     CoachingMove,
     CoachingSession,
     Escalation,
     Message,
+    QualityFinding,
     Role,
     RunStatus,
     Turn,
@@ -46,6 +48,7 @@ from agents.schemas import (
     StabilityOutput,
     SynthOutput,
 )
+from agents.selectors import turn_number
 
 AGENT_ORDER = [a.value for a in Agent]
 AGENT_LABELS: dict[str, str] = {a.value: str(a.label) for a in Agent}
@@ -80,7 +83,13 @@ PREFERENCE_HINTS = {
     "challenge": ("easy", "challenging"),
     "pacing": ("slow", "fast"),
 }
-QUEUE_REASONS = {"escalated": "Escalated", "degraded": "Degraded", "flagged": "Flagged"}
+QUEUE_REASONS = {
+    "escalated": "Escalated",
+    "checks": "Failed a check",
+    "feedback": "Thumbs down",
+    "degraded": "Degraded",
+    "flagged": "Flagged",
+}
 EXCERPT_CHARS = 140
 
 
@@ -787,11 +796,21 @@ class TurnReview:
     annotations: list[Annotation]
     coach_flagged: bool
     open: bool
+    checks_failed: list[str] = field(default_factory=list)  # check_reasons: quality findings, critic objections
+    feedback: AnswerFeedback | None = None  # the coachee's thumbs on the full answer
 
     @property
     def needs_review(self) -> bool:
         t = self.turn
-        return t.escalation != Escalation.NONE or t.degraded or t.flagged or self.coach_flagged
+        thumbs_down = self.feedback is not None and self.feedback.rating == AnswerFeedback.Rating.DOWN
+        return (
+            t.escalation != Escalation.NONE
+            or t.degraded
+            or t.flagged
+            or self.coach_flagged
+            or bool(self.checks_failed)
+            or thumbs_down
+        )
 
     @property
     def critic_passed(self) -> bool | None:
@@ -812,6 +831,8 @@ class SessionReview:
     escalated: int = 0
     degraded: int = 0
     flagged: int = 0
+    checks_failed: int = 0
+    thumbs_down: int = 0
     runs: int = 0
     tokens: int = 0
 
@@ -821,6 +842,8 @@ def _turns_with_everything(turns: QuerySet[Turn]) -> QuerySet[Turn]:
         Prefetch("agent_runs", queryset=AgentRun.objects.order_by("started_at", "pk")),
         "conflicts",
         Prefetch("annotations", queryset=Annotation.objects.select_related("author").order_by("created_at", "pk")),
+        Prefetch("quality_findings", queryset=QualityFinding.objects.order_by("round", "pk")),
+        "feedback",
     )
 
 
@@ -892,6 +915,8 @@ def turn_review(
         annotations=annotations,
         coach_flagged=any(a.flagged for a in annotations),
         open=open,
+        checks_failed=check_reasons(turn),
+        feedback=next(iter(turn.feedback.all()), None),
     )
 
 
@@ -920,6 +945,8 @@ def session_review(session: CoachingSession, *, open_turn_id: int | None = None)
         escalated=sum(1 for r in ordered if r.turn.escalation != Escalation.NONE),
         degraded=sum(1 for r in ordered if r.turn.degraded),
         flagged=sum(1 for r in ordered if r.turn.flagged or r.coach_flagged),
+        checks_failed=sum(1 for r in ordered if r.checks_failed),
+        thumbs_down=sum(1 for r in ordered if r.feedback and r.feedback.rating == AnswerFeedback.Rating.DOWN),
         runs=sum(len(r.outputs) for r in ordered),
         tokens=sum(r.timeline.total_tokens for r in ordered),
     )
@@ -929,24 +956,68 @@ def session_review(session: CoachingSession, *, open_turn_id: int | None = None)
 
 
 def review_queue(turns: QuerySet[Turn], reason: str | None = None) -> QuerySet[Turn]:
-    """Escalated, degraded and flagged turns (by the pipeline or by a coach), oldest first.
-    `turns` must already be scoped to what the coach may see."""
+    """Turns a coach should look at, found by themselves: escalated; failed a quality check or
+    the critic gate (in any round, even when the retry passed); a thumbs-down from the coachee;
+    degraded; flagged by the pipeline or a coach. Oldest first. `turns` must already be scoped
+    to what the coach may see."""
     coach_flagged = Exists(Annotation.objects.filter(turn=OuterRef("pk"), flagged=True))
+    quality_failed = Exists(QualityFinding.objects.filter(turn=OuterRef("pk")))
+    thumbs_down = Exists(AnswerFeedback.objects.filter(turn=OuterRef("pk"), rating=AnswerFeedback.Rating.DOWN))
     conditions = {
         "escalated": ~Q(escalation=Escalation.NONE),
+        "checks": Q(quality_failed=True)
+        | Q(critic_result__round_1__passed=False)
+        | Q(critic_result__round_2__passed=False),
+        "feedback": Q(thumbs_down=True),
         "degraded": Q(degraded=True),
         "flagged": Q(flagged=True) | Q(coach_flagged=True),
     }
     if reason in conditions:
         condition = conditions[reason]
     else:
-        condition = conditions["escalated"] | conditions["degraded"] | conditions["flagged"]
+        condition = Q()
+        for each in conditions.values():
+            condition |= each
     return (
-        turns.annotate(coach_flagged=coach_flagged, annotation_count=Count("annotations", distinct=True))
+        turns.annotate(
+            coach_flagged=coach_flagged,
+            quality_failed=quality_failed,
+            thumbs_down=thumbs_down,
+            annotation_count=Count("annotations", distinct=True),
+            number=turn_number(),
+        )
         .filter(condition)
         .select_related("session__coachee", "user_message")
+        .prefetch_related(
+            Prefetch("quality_findings", queryset=QualityFinding.objects.order_by("round", "pk")),
+            Prefetch("feedback", queryset=AnswerFeedback.objects.filter(rating=AnswerFeedback.Rating.DOWN)),
+        )
         .order_by("started_at", "pk")
     )
+
+
+def check_reasons(turn: Turn) -> list[str]:
+    """What failed on the turn, in a coach's words: each quality finding once (surface, check,
+    what was done), then what the critic gate objected to in rounds that did not pass."""
+    seen: set[tuple[str, str, str]] = set()
+    labels: list[str] = []
+    for finding in turn.quality_findings.all():
+        key = (finding.surface, finding.check_name, finding.action)
+        if key in seen:
+            continue
+        seen.add(key)
+        detail = f" ({finding.detail})" if finding.detail else ""
+        labels.append(
+            f"{finding.get_surface_display()} failed {finding.check_name.replace('_', ' ')}{detail}: "
+            f"{finding.get_action_display().lower()}"
+        )
+    # A round's violations repeat its quality findings ("check: detail"): only the critic's own.
+    recorded = {f"{f.check_name}: {f.detail}" for f in turn.quality_findings.all()}
+    for round in critic_rounds(turn.critic_result):
+        own = [v for v in round.violations if v not in recorded]
+        if not round.passed and own:
+            labels.append(f"Critic gate, round {round.round}: " + "; ".join(own))
+    return labels
 
 
 @dataclass
@@ -973,6 +1044,10 @@ def queue_rows(turns: Iterable[Turn]) -> list[QueueRow]:
             reasons.append(("flagged", f"Flagged: {turn.flag_reason}" if turn.flag_reason else "Flagged"))
         if getattr(turn, "coach_flagged", False):
             reasons.append(("coach-flagged", "Flagged by a coach"))
+        reasons += [("check-failed", label) for label in check_reasons(turn)]
+        for feedback in turn.feedback.all():
+            said = f": “{feedback.comment}”" if feedback.comment else ""
+            reasons.append(("thumbs-down", f"Thumbs down from the coachee{said}"))
         rows.append(
             QueueRow(
                 turn=turn,
@@ -1100,6 +1175,8 @@ class PredictionView:
     turn_id: int
     window_open: bool
     status: str
+    turn_number: int | None = None  # in its session, as the session review numbers it
+    session_started: datetime | None = None
     later_messages: list[LaterMessage] = field(default_factory=list)
     later_follow_through: list[tuple[str, int]] = field(default_factory=list)
     next_pattern: str = ""
@@ -1121,7 +1198,7 @@ class VersionView:
     source_turn_id: int | None
     source_session_id: int | None
     revert_of: int | None
-    counts: list[tuple[str, int]]
+    counts: list[str]  # "2 goals", "1 priority"
     changes: list[str]
     more_changes: int
     items: list[BlackboardItem]
@@ -1179,6 +1256,8 @@ KIND_LABELS = {
     "predictions": "Prediction",
     "patterns": "Pattern",
 }
+# Plurals spelled out: Django's |pluralize makes "prioritys".
+KIND_PLURALS = {"Goal": "goals", "Priority": "priorities", "Prediction": "predictions", "Pattern": "patterns"}
 MAX_CHANGES = 8
 
 
@@ -1228,11 +1307,17 @@ def blackboard_changes(before: Any, after: Any) -> list[str]:
     return changes
 
 
+def count_label(n: int, label: str) -> str:
+    """'1 priority', '3 priorities'."""
+    return f"{n} {label.lower() if n == 1 else KIND_PLURALS[label]}"
+
+
 def blackboard_history(coachee_id: int) -> list[VersionView]:
     """Every version, newest first, with where it came from and what it changed."""
     versions = list(
         BlackboardVersion.objects.filter(coachee_id=coachee_id)
-        .select_related("source_turn", "edited_by")
+        .select_related("source_turn__session", "edited_by")
+        .annotate(source_turn_number=turn_number("source_turn__"))
         .order_by("version")
     )
     views: list[VersionView] = []
@@ -1254,7 +1339,11 @@ def blackboard_history(coachee_id: int) -> list[VersionView]:
             source = f"Edited by {editor}"
         elif version.source_agent:
             source = f"{AGENT_LABELS.get(version.source_agent, version.source_agent)}"
-            source += f", turn {version.source_turn_id}" if version.source_turn_id else " (turn deleted)"
+            if turn is not None:
+                number = getattr(version, "source_turn_number", None)
+                source += f", turn {number} of the session of {timezone.localtime(turn.session.created_at):%-d %b %Y}"
+            else:
+                source += " (turn deleted)"
         else:
             source = "Unknown source"
         changes = blackboard_changes(previous.data if previous else {}, version.data)
@@ -1267,7 +1356,7 @@ def blackboard_history(coachee_id: int) -> list[VersionView]:
                 source_turn_id=version.source_turn_id,
                 source_session_id=turn.session_id if turn else None,
                 revert_of=revert_of,
-                counts=[(label, len(data.get(kind, []))) for kind, label in KIND_LABELS.items()],
+                counts=[count_label(len(data.get(kind, [])), label) for kind, label in KIND_LABELS.items()],
                 changes=changes[:MAX_CHANGES],
                 more_changes=max(0, len(changes) - MAX_CHANGES),
                 items=blackboard_items(data),
@@ -1288,8 +1377,8 @@ def _persona_readings(runs: Iterable[AgentRun]) -> list[tuple[CoachingSession, P
 
 
 def _predictions(
-    shadow_runs: list[AgentRun],
-    persona_runs: list[AgentRun],
+    shadow_runs: Sequence[AgentRun],
+    persona_runs: Sequence[AgentRun],
     user_messages: list[Message],
     latest_data: Any,
 ) -> list[PredictionView]:
@@ -1323,6 +1412,8 @@ def _predictions(
                 due_at=due_at,
                 session_id=run.turn.session_id,
                 turn_id=run.turn_id,
+                turn_number=getattr(run, "turn_number", None),
+                session_started=run.turn.session.created_at,
                 window_open=window_open,
                 status=status_by_turn.get(run.turn_id, ""),
                 later_messages=later[:3],
@@ -1348,6 +1439,7 @@ def coachee_overview(coachee: Any) -> CoacheeOverview:
             status=RunStatus.SUCCEEDED,
         )
         .select_related("turn__session")
+        .annotate(turn_number=turn_number("turn__"))
         .order_by("started_at", "pk")
     )
     persona_runs = [r for r in runs if r.agent == Agent.PERSONA]

@@ -445,6 +445,7 @@ class ErrorEvent(ServerEvent):
     code: str
     detail: str
     turn_id: int | None = None
+    client_id: str | None = None  # the refused message's, so the page can keep it to send later
 
 
 class PongEvent(ServerEvent):

@@ -4,14 +4,16 @@ import statistics
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from agents.models import (
     AgentRun,
+    AnswerFeedback,
     BlackboardVersion,
     CoachingSession,
     Message,
+    PromptVersion,
     Role,
     RunStatus,
     SessionEvent,
@@ -34,6 +36,43 @@ def session_overview(*, user_id: int) -> QuerySet[CoachingSession]:
 
 def transcript(*, session_id: int) -> list[Message]:
     return list(Message.objects.filter(session_id=session_id).select_related("turn_as_synth").order_by("seq"))
+
+
+def turn_number(via: str = "") -> Subquery:
+    """A turn's number in its session (1, 2, 3 ...), counted as the session review counts them
+    (by start, then id): what a person reads instead of a database id. `via`: the path from
+    the annotated model to the turn ("source_turn__"), empty on Turn itself."""
+    turn = via.removesuffix("__") if via else "pk"
+    earlier = (
+        Turn.objects.filter(session=OuterRef(f"{via}session"))
+        .filter(
+            Q(started_at__lt=OuterRef(f"{via}started_at"))
+            | Q(started_at=OuterRef(f"{via}started_at"), pk__lte=OuterRef(turn))
+        )
+        .order_by()
+        .values("session")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return Subquery(earlier, output_field=IntegerField())
+
+
+def with_feedback_counts(versions: QuerySet[PromptVersion]) -> QuerySet[PromptVersion]:
+    """Prompt versions with thumbs_up and thumbs_down: coachees' ratings of the answers each wrote."""
+    return versions.annotate(
+        thumbs_up=Count("answer_feedback", filter=Q(answer_feedback__rating=AnswerFeedback.Rating.UP)),
+        thumbs_down=Count("answer_feedback", filter=Q(answer_feedback__rating=AnswerFeedback.Rating.DOWN)),
+    )
+
+
+def feedback_of(*, session_id: int) -> dict[int, str]:
+    """Full answer id -> "up" or "down", for the chat page's thumbs."""
+    rows = AnswerFeedback.objects.filter(message__session_id=session_id).values_list("message_id", "rating")
+    return {message_id: "up" if rating > 0 else "down" for message_id, rating in rows}
+
+
+def running_turn_id(*, session_id: int) -> int | None:
+    return Turn.objects.filter(session_id=session_id, status=TurnStatus.RUNNING).values_list("pk", flat=True).first()
 
 
 def last_seq(*, session_id: int) -> int:

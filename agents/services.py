@@ -72,6 +72,15 @@ FALLBACK_REPLY = (
 )
 
 
+class TurnRunningError(Exception):
+    """A new message while the session's previous turn still runs: it would compete with that
+    turn for the models (and for the coachee's attention), so it is refused, not started."""
+
+    def __init__(self, turn_id: int) -> None:
+        super().__init__(f"turn {turn_id} is still running")
+        self.turn_id = turn_id
+
+
 class SessionClosedError(Exception):
     """The session has ended; it takes no more messages."""
 
@@ -201,12 +210,14 @@ def turn_accept(
     text: str,
     ids: tuple[int, int] | None = None,
     prefix_for: Callable[[int, turn_cache.TurnSetup], context.SharedContext | None] | None = None,
+    one_turn_at_a_time: bool = False,
 ) -> AcceptResult:
     """Store the coachee's message and open a turn; a re-sent client_id changes nothing.
     `ids`: the (message, turn) ids reserved for them (context_ahead.claim), Coach's request
     already naming them. `prefix_for(coachee stamp, setup)`: the shared prefix that request was
     built with, when these are the stamps it was built on; stored with the turn, so Shadow need
-    not wait for Coach to store it."""
+    not wait for Coach to store it. `one_turn_at_a_time`: refuse (TurnRunningError) while a turn
+    of the session runs; the chat socket asks for it, fixtures that build many turns do not."""
     message_id, turn_id = ids if ids is not None else (None, None)
     with transaction.atomic():
         session = (
@@ -223,6 +234,17 @@ def turn_accept(
         if existing is not None:
             original = SessionEvent.objects.get(session=session, seq=existing.seq)
             return AcceptResult(existing.turn_as_user.pk, existing.pk, created=False, event=original.payload)
+        if one_turn_at_a_time:
+            # Under the session's row lock: two tabs sending at once cannot both pass. A turn
+            # the crisis pre-gate answered holds nothing back: someone in danger who writes
+            # again is heard (and assessed) now, not after that turn's full answer.
+            running = (
+                Turn.objects.filter(session=session, status=TurnStatus.RUNNING)
+                .exclude(escalation__in=[Escalation.REFER, Escalation.CRISIS], crisis_signal__isnull=False)
+                .values_list("pk", flat=True)
+            )
+            if (running_id := running.first()) is not None:
+                raise TurnRunningError(running_id)
         seq, (context_version, setup_version) = stamps.next_seq_with_versions(
             session.pk, [stamps.coachee_key(user_id), stamps.SETUP]
         )

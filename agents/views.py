@@ -15,7 +15,17 @@ from django.shortcuts import redirect, render
 from django.urls import reverse_lazy
 from django.views.decorators.http import require_POST
 
-from agents import blackboard, privacy, rendering, selectors, services, throttle
+from agents import (
+    blackboard,
+    privacy,
+    rendering,
+    selectors,
+    services,
+    services_feedback,
+    services_memory,
+    services_sessions,
+    throttle,
+)
 from agents.models import Role
 
 
@@ -81,9 +91,45 @@ def chat_home(request: HttpRequest) -> HttpResponse:
     return redirect("chat-session", session_id=session.pk)
 
 
+def _titled(sessions: Any) -> list[tuple[Any, str]]:
+    return [(s, services_sessions.session_title(s)) for s in sessions]
+
+
 @login_required
 def session_list(request: HttpRequest) -> HttpResponse:
-    return render(request, "agents/sessions.html", {"sessions": selectors.session_overview(user_id=_user_id(request))})
+    """Every session by its title, and search across the coachee's own conversations."""
+    user_id = _user_id(request)
+    query = request.GET.get("q", "").strip()[:200]
+    return render(
+        request,
+        "agents/sessions.html",
+        {
+            "sessions": _titled(selectors.session_overview(user_id=user_id)),
+            "query": query,
+            "hits": services_sessions.session_search(user_id=user_id, query=query) if query else None,
+            "min_query": services_sessions.MIN_QUERY_CHARS,
+        },
+    )
+
+
+class SessionTitleForm(forms.Form):
+    title = forms.CharField(max_length=services_sessions.TITLE_CHARS, required=False, strip=True)
+
+
+@login_required
+@require_POST
+def session_title(request: HttpRequest, session_id: int) -> HttpResponse:
+    form = SessionTitleForm(request.POST)
+    if form.is_valid():
+        try:
+            services_sessions.session_title_set(
+                session_id=session_id, user_id=_user_id(request), title=form.cleaned_data["title"]
+            )
+        except PermissionDenied as exc:
+            raise Http404("No such session") from exc
+    else:
+        flash.error(request, f"A title has at most {services_sessions.TITLE_CHARS} characters.")
+    return redirect("chat-session", session_id=session_id)
 
 
 @login_required
@@ -113,6 +159,7 @@ def chat_session(request: HttpRequest, session_id: int) -> HttpResponse:
     # (the page drops what it already shows), instead of being missed.
     last_seq = selectors.last_seq(session_id=session.pk)
     transcript = selectors.transcript(session_id=session.pk)
+    feedback = selectors.feedback_of(session_id=session.pk)
     messages = [
         {
             "id": m.pk,
@@ -122,6 +169,8 @@ def chat_session(request: HttpRequest, session_id: int) -> HttpResponse:
             "status": m.status,
             "html": rendering.markdown_to_safe_html(m.text) if m.role == Role.SYNTH else "",
             "completes": getattr(getattr(m, "turn_as_synth", None), "coach_message_id", None),
+            "created_at": m.created_at,
+            "feedback": feedback.get(m.pk),
         }
         for m in transcript
     ]
@@ -133,14 +182,47 @@ def chat_session(request: HttpRequest, session_id: int) -> HttpResponse:
             "messages": messages,
             "last_seq": last_seq,
             "usual_turn_s": selectors.usual_turn_seconds(),
-            "sessions": selectors.sessions_of(user_id=_user_id(request))[:20],
+            "max_chars": settings.COACHING_MAX_MESSAGE_CHARS,
+            "turn_deadline_s": int(settings.COACHING_TURN_DEADLINE_S),
+            # The page queues what is sent while this turn runs, from its first moment.
+            "running_turn_id": selectors.running_turn_id(session_id=session.pk),
+            "sessions": _titled(selectors.session_overview(user_id=_user_id(request))[:20]),
+            "title": services_sessions.session_title(session),
+            "title_max": services_sessions.TITLE_CHARS,
         },
     )
 
 
+class AnswerFeedbackForm(forms.Form):
+    rating = forms.ChoiceField(choices=[("up", "Helpful"), ("down", "Not helpful"), ("none", "No rating")])
+    comment = forms.CharField(max_length=services_feedback.COMMENT_CHARS, required=False, strip=True)
+
+
+RATINGS = {"up": 1, "down": -1, "none": None}
+
+
+@login_required
+@require_POST
+def answer_feedback(request: HttpRequest, message_id: int) -> JsonResponse:
+    """Thumbs up or down on one full answer (the chat page posts it; JSON back)."""
+    form = AnswerFeedbackForm(request.POST)
+    if not form.is_valid():
+        return JsonResponse({"error": "A rating is up, down or none."}, status=400)
+    rating = RATINGS[form.cleaned_data["rating"]]
+    try:
+        services_feedback.answer_feedback_set(
+            user_id=_user_id(request), message_id=message_id, rating=rating, comment=form.cleaned_data["comment"]
+        )
+    except PermissionDenied as exc:
+        raise Http404("No such answer") from exc
+    return JsonResponse({"rating": form.cleaned_data["rating"]})
+
+
 class MemoryEditForm(forms.Form):
     item_id = forms.CharField(max_length=32)
-    action = forms.ChoiceField(choices=[("correct", "Correct"), ("hide", "Hide"), ("show", "Show again")])
+    action = forms.ChoiceField(
+        choices=[("correct", "Correct"), ("hide", "Hide"), ("show", "Show again"), ("delete", "Delete")]
+    )
     text = forms.CharField(max_length=blackboard.MAX_TEXT, required=False, strip=True)
 
     def clean(self) -> dict[str, Any]:
@@ -159,21 +241,24 @@ def memory(request: HttpRequest) -> HttpResponse:
         if form.is_valid():
             action = form.cleaned_data["action"]
             try:
-                services.blackboard_item_edit(
-                    coachee_id=user_id,
-                    item_id=form.cleaned_data["item_id"],
-                    text=form.cleaned_data["text"] if action == "correct" else None,
-                    hidden={"hide": True, "show": False}.get(action),
-                )
+                if action == "delete":
+                    services_memory.blackboard_item_delete(coachee_id=user_id, item_id=form.cleaned_data["item_id"])
+                else:
+                    services.blackboard_item_edit(
+                        coachee_id=user_id,
+                        item_id=form.cleaned_data["item_id"],
+                        text=form.cleaned_data["text"] if action == "correct" else None,
+                        hidden={"hide": True, "show": False}.get(action),
+                    )
             except (KeyError, ValueError) as exc:
                 flash.error(request, "That item cannot be changed." if isinstance(exc, KeyError) else str(exc))
             else:
-                flash.success(request, "Saved. The agents will see the change from your next message on.")
+                done = "Deleted, also from the coach's history." if action == "delete" else "Saved."
+                flash.success(request, f"{done} The agents will see the change from your next message on.")
                 return redirect("memory")
         else:
             flash.error(request, " ".join(str(e) for errors in form.errors.values() for e in errors))
-    items = blackboard.items_for_coachee(selectors.blackboard_of(coachee_id=user_id))
-    return render(request, "agents/memory.html", {"items": items})
+    return render(request, "agents/memory.html", {"sections": services_memory.memory_sections(coachee_id=user_id)})
 
 
 class AccountDeleteForm(forms.Form):

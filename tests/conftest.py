@@ -130,6 +130,10 @@ def point_agents_at(base_url: str, *, kind: str = "vllm", read_timeout_s: float 
             "model_id": "sim-model",
             "read_timeout_s": read_timeout_s,
             "connect_timeout_s": 2.0,
+            # The simulator answers any number of requests at once, as a batching vLLM does; the
+            # limit is held across processes now (agents.llm.limits), and 8 would queue the
+            # fault matrix's 20 concurrent turns behind each other. Routing tests set their own.
+            "max_concurrency": 64,
             # The tests' own simulator: as a platform administrator would mark it.
             "trusted_for_coachee_data": True,
         },

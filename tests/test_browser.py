@@ -317,6 +317,7 @@ def test_crisis_resources_and_the_end_of_a_session(context: BrowserContext, live
 
     # Ending the session in one tab disables the composer in the other one at once.
     page.get_by_role("button", name="End session").click()
+    page.get_by_role("dialog", name="End this session?").get_by_role("button", name="End session").click()
     expect(page.get_by_label("Your message")).to_be_disabled()
     expect(other_tab.get_by_label("Your message")).to_be_disabled()
     expect(other_tab.locator("#composer-note")).to_contain_text("ended")

@@ -253,6 +253,8 @@ async def test_messages_beyond_the_per_minute_limit_are_refused(
             await comm.send_json_to({"type": "user.message", "client_id": f"r{n}", "text": f"message {n}"})
             event = await comm.receive_json_from(timeout=5)
             codes.append(event.get("code", event["type"]))
+            # One turn at a time: end this one, as the pipeline would, before the next message.
+            await sync_to_async(Turn.objects.filter(session=session).update)(status="done")
     finally:
         await comm.disconnect()
     # A minute boundary may fall inside the loop; then one more message gets through.

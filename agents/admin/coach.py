@@ -17,10 +17,11 @@ from django.db.models import Count, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
+from django.utils import timezone
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
-from agents import review, services_review
+from agents import review, selectors, services_review
 from agents.admin.scoping import (
     CoacheeScopedInlineMixin,
     CoacheeScopedMixin,
@@ -248,7 +249,7 @@ class CoachingSessionAdmin(ExportCsvMixin, admin.ModelAdmin):
         return self._page(
             request,
             "session.html",
-            f"Session {session.pk} of {session.coachee.get_username()}",
+            f"{session.coachee.get_username()}'s session of {timezone.localtime(session.created_at):%-d %b %Y, %H:%M}",
             review=data,
             session=session,
             can_annotate=self._can_annotate(request),
@@ -347,6 +348,7 @@ class TurnAdmin(ExportCsvMixin, admin.ModelAdmin):
         "id",
         "coachee",
         "session_no",
+        "turn_in_session",
         "first_words",
         "status",
         "needs_review",
@@ -370,6 +372,14 @@ class TurnAdmin(ExportCsvMixin, admin.ModelAdmin):
     @admin.display(description="session", ordering="session_id")
     def session_no(self, obj: Turn) -> int:
         return int(obj.session_id)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return super().get_queryset(request).annotate(session_turn_number=selectors.turn_number())
+
+    @admin.display(description="turn", ordering="started_at")
+    def turn_in_session(self, obj: Turn) -> int | None:
+        """The number a person reads on the session review, not the database id."""
+        return getattr(obj, "session_turn_number", None)
 
     @admin.display(description="coachee's message")
     def first_words(self, obj: Turn) -> str:

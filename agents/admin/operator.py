@@ -28,7 +28,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from agents import predictions, prompt_ops
+from agents import predictions, prompt_ops, selectors
 from agents.admin.widgets import SafeAutocompleteMixin
 from agents.checks import base_url_problem
 from agents.llm.schema import answer_token_bound
@@ -458,7 +458,7 @@ class DraftForm(forms.Form):
 
 @admin.register(PromptVersion)
 class PromptVersionAdmin(AuditedAdmin):
-    list_display = ["title", "status_badge", "created", "activated", "links"]
+    list_display = ["title", "status_badge", "created", "activated", "coachee_feedback", "links"]
     list_display_links = ["title"]
     list_filter = ["agent", "status"]
     list_select_related = ["created_by", "activated_by"]
@@ -509,6 +509,15 @@ class PromptVersionAdmin(AuditedAdmin):
     @admin.display(description="Status", ordering="status")
     def status_badge(self, obj: PromptVersion) -> SafeString:
         return format_html('<span class="pv-status pv-{}">{}</span>', obj.status, obj.get_status_display())
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return selectors.with_feedback_counts(super().get_queryset(request))
+
+    @admin.display(description="Coachee thumbs")
+    def coachee_feedback(self, obj: PromptVersion) -> str:
+        """Full answers this version wrote that coachees rated (Synth only)."""
+        up, down = getattr(obj, "thumbs_up", 0), getattr(obj, "thumbs_down", 0)
+        return f"{up} up · {down} down" if up or down else "-"
 
     @admin.display(description="Placeholders")
     def uses(self, obj: PromptVersion) -> str:

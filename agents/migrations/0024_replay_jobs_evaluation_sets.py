@@ -23,7 +23,7 @@ def grant_evaluation_sets(apps: Any, schema_editor: Any) -> None:
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agents', '0022_routing_fallbacks_slots'),
+        ('agents', '0023_answer_feedback_session_title'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

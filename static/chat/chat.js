@@ -30,6 +30,11 @@
     reconnect: byId("reconnect-button"),
     announcer: byId("announcer"),
     notify: byId("notify-button"),
+    composerError: byId("composer-error"),
+    counter: byId("char-count"),
+    queueNote: byId("queue-note"),
+    endForm: byId("end-session-form"),
+    endDialog: byId("end-dialog"),
   };
 
   const SESSION_ID = root.dataset.sessionId;
@@ -83,7 +88,12 @@
   };
   // The median of this server's recent whole turns (seconds), when it has finished some.
   const USUAL_TURN_MS = Number(root.dataset.usualTurnS) * 1000 || null;
-  const PAGE_TITLE = document.title;
+  let PAGE_TITLE = document.title;
+  // The server's limit (settings.COACHING_MAX_MESSAGE_CHARS), counted as it counts: code points.
+  const MAX_CHARS = Number(root.dataset.maxChars) || 4000;
+  const NUMBER = new Intl.NumberFormat();
+  // What the server takes for empty (consumers.is_blank): only separators, control or format characters.
+  const BLANK = /^[\p{Z}\p{C}]*$/u;
 
   const state = {
     lastSeq: Number(root.dataset.lastSeq) || 0,
@@ -105,7 +115,9 @@
     streams: new Map(), // coach message_id -> {text, ahead: Map(offset -> text), final}
     retryText: null,
   };
-  const outbox = loadOutbox(); // client_id -> text, until the server acknowledges it
+  // client_id -> {text, queued}, until the server acknowledges it. A queued message waits for the
+  // running turn to end (one turn at a time: a second one would compete with it for the models).
+  const outbox = loadOutbox();
 
   // --- Small DOM helpers ------------------------------------------------------------------
 
@@ -125,7 +137,180 @@
     const li = el("li", `msg msg-${role}`);
     li.dataset.role = role;
     li.append(el("span", "who", ROLE_LABELS[role]), el("div", "body", text || ""));
+    decorate(li);
     return li;
+  }
+
+  // --- Under each message: its time, Copy, and on a full answer thumbs up / down ---------------
+
+  const TIME = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit" });
+  const WHEN = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
+
+  function stamp(time, date) {
+    time.dateTime = date.toISOString();
+    time.textContent = TIME.format(date);
+    time.title = WHEN.format(date);
+  }
+
+  // A rendered message has its server time; one that arrives live is stamped on arrival.
+  function decorate(li) {
+    let foot = li.querySelector(".msg-foot");
+    if (!foot) {
+      foot = el("div", "msg-foot");
+      li.append(foot);
+    }
+    if (foot.dataset.ready) return;
+    foot.dataset.ready = "yes";
+    let time = foot.querySelector("time");
+    if (!time) {
+      time = el("time");
+      foot.append(time);
+      stamp(time, new Date());
+    } else if (time.dateTime) {
+      stamp(time, new Date(time.dateTime)); // the reader's own clock and format
+    }
+    const copy = el("button", "msg-action copy", "Copy");
+    copy.type = "button";
+    copy.setAttribute("aria-label", `Copy ${ROLE_LABELS[li.dataset.role] || "message"}`);
+    copy.addEventListener("click", () => copyMessage(li, copy));
+    foot.append(copy);
+    if (li.dataset.role === "synth") foot.append(thumbs(li));
+  }
+
+  async function copyMessage(li, button) {
+    const text = li.querySelector(".body").innerText.trim();
+    let copied = false;
+    try {
+      await navigator.clipboard.writeText(text);
+      copied = true;
+    } catch {
+      copied = copyByHand(text); // no clipboard API outside secure contexts
+    }
+    button.textContent = copied ? "Copied" : "Copy failed";
+    announce(copied ? "Copied." : "Could not copy.");
+    setTimeout(() => (button.textContent = "Copy"), 1500);
+  }
+
+  function copyByHand(text) {
+    const area = el("textarea", "visually-hidden");
+    area.value = text;
+    document.body.append(area);
+    area.select();
+    let ok = false;
+    try {
+      ok = document.execCommand("copy");
+    } catch {
+      ok = false;
+    }
+    area.remove();
+    return ok;
+  }
+
+  function thumbs(li) {
+    const group = el("span", "thumbs");
+    group.setAttribute("role", "group");
+    group.setAttribute("aria-label", "Was this answer helpful?");
+    for (const [rating, label] of [
+      ["up", "Helpful"],
+      ["down", "Not helpful"],
+    ]) {
+      const button = el("button", `msg-action thumb thumb-${rating}`);
+      button.append(thumbIcon(rating));
+      button.type = "button";
+      button.dataset.rating = rating;
+      button.setAttribute("aria-label", label);
+      button.title = label;
+      button.setAttribute("aria-pressed", String(li.dataset.feedback === rating));
+      button.addEventListener("click", () => rate(li, li.dataset.feedback === rating ? "none" : rating));
+      group.append(button);
+    }
+    return group;
+  }
+
+  // Feather's thumbs icons (MIT), drawn rather than emoji: not every system has an emoji font.
+  const THUMB_PATHS = {
+    up: "M14 9V5a3 3 0 0 0-3-3l-4 9v11h11.28a2 2 0 0 0 2-1.7l1.38-9a2 2 0 0 0-2-2.3zM7 22H4a2 2 0 0 1-2-2v-7a2 2 0 0 1 2-2h3",
+    down: "M10 15v4a3 3 0 0 0 3 3l4-9V2H5.72a2 2 0 0 0-2 1.7l-1.38 9a2 2 0 0 0 2 2.3zm7-13h2.67A2.31 2.31 0 0 1 22 4v7a2.31 2.31 0 0 1-2.33 2H17",
+  };
+
+  function thumbIcon(rating) {
+    const ns = "http://www.w3.org/2000/svg";
+    const svg = document.createElementNS(ns, "svg");
+    svg.setAttribute("viewBox", "0 0 24 24");
+    svg.setAttribute("aria-hidden", "true");
+    svg.setAttribute("focusable", "false");
+    const path = document.createElementNS(ns, "path");
+    path.setAttribute("d", THUMB_PATHS[rating]);
+    svg.append(path);
+    return svg;
+  }
+
+  function csrfToken() {
+    const input = document.querySelector("input[name=csrfmiddlewaretoken]");
+    return input ? input.value : "";
+  }
+
+  async function postFeedback(li, rating, comment) {
+    const url = root.dataset.feedbackUrl.replace("/0/", `/${encodeURIComponent(li.dataset.messageId)}/`);
+    const body = new URLSearchParams({ rating, comment: comment || "" });
+    const response = await fetch(url, {
+      method: "POST",
+      body,
+      credentials: "same-origin",
+      headers: { "X-CSRFToken": csrfToken() },
+    });
+    if (!response.ok) throw new Error(`feedback: HTTP ${response.status}`);
+  }
+
+  async function rate(li, rating) {
+    const before = li.dataset.feedback || "none";
+    showRating(li, rating); // at once; put back if the server refuses
+    try {
+      await postFeedback(li, rating);
+      announce(rating === "none" ? "Rating removed." : "Thanks for your feedback.");
+      if (rating === "down") askWhy(li);
+    } catch {
+      showRating(li, before);
+      showNotice("Your rating could not be saved. Please try again.");
+    }
+  }
+
+  function showRating(li, rating) {
+    if (rating === "none") delete li.dataset.feedback;
+    else li.dataset.feedback = rating;
+    for (const button of li.querySelectorAll(".thumb")) {
+      button.setAttribute("aria-pressed", String(button.dataset.rating === rating));
+    }
+    if (rating !== "down") {
+      const why = li.querySelector(".why-form");
+      if (why) why.remove();
+    }
+  }
+
+  // After a thumbs-down: what was wrong, in a few words (optional), for the coach.
+  function askWhy(li) {
+    if (li.querySelector(".why-form")) return;
+    const form = el("form", "why-form");
+    const id = `why-${li.dataset.messageId}`;
+    const label = el("label", null, "What was wrong? (optional, your coach reads it)");
+    label.htmlFor = id;
+    const input = el("input");
+    input.id = id;
+    input.maxLength = 500;
+    const send = el("button", "small", "Send");
+    send.type = "submit";
+    form.append(label, input, send);
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      try {
+        await postFeedback(li, "down", input.value);
+        form.replaceChildren(el("span", "muted", "Thank you. Your coach will see it."));
+      } catch {
+        showNotice("Your comment could not be saved. Please try again.");
+      }
+    });
+    li.append(form);
+    input.focus();
   }
 
   function nearBottom() {
@@ -156,7 +341,9 @@
 
   function loadOutbox() {
     try {
-      return new Map(JSON.parse(sessionStorage.getItem(OUTBOX_KEY) || "[]"));
+      const entries = JSON.parse(sessionStorage.getItem(OUTBOX_KEY) || "[]");
+      // Pages before the queue stored the text alone.
+      return new Map(entries.map(([id, m]) => [id, typeof m === "string" ? { text: m, queued: false } : m]));
     } catch {
       return new Map();
     }
@@ -177,23 +364,111 @@
     return `c${Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("")}`;
   }
 
-  function pendingBubble(clientId, text) {
-    const li = makeBubble("user", text);
-    li.classList.add("pending");
+  function pendingBubble(clientId, item) {
+    const li = makeBubble("user", item.text);
     li.dataset.clientId = clientId;
+    markQueued(li, item.queued);
     return li;
+  }
+
+  function bubbleOf(clientId) {
+    return dom.list.querySelector(`li[data-client-id="${CSS.escape(clientId)}"]`);
+  }
+
+  // A queued bubble says so and can be taken back; a pending one is on its way.
+  function markQueued(li, queued) {
+    li.classList.toggle("queued", queued);
+    li.classList.toggle("pending", !queued);
+    const old = li.querySelector(".queue-meta");
+    if (old) old.remove();
+    if (!queued) return;
+    const meta = el("div", "queue-meta");
+    meta.append(el("span", "queue-label", "Queued · goes out when the current reply is finished"));
+    const cancel = el("button", "link small queue-cancel", "Cancel");
+    cancel.type = "button";
+    cancel.addEventListener("click", () => cancelQueued(li.dataset.clientId));
+    meta.append(cancel);
+    li.append(meta);
+  }
+
+  // Busy: a turn runs, or a message is on its way and will start one.
+  function busy() {
+    if (anyTurnHolding()) return true;
+    for (const item of outbox.values()) if (!item.queued) return true;
+    return false;
   }
 
   function sendUserMessage(text) {
     const clientId = newClientId();
-    outbox.set(clientId, text);
+    const item = { text, queued: busy() };
+    outbox.set(clientId, item);
     saveOutbox();
-    changeList(() => dom.list.append(pendingBubble(clientId, text)));
-    transmit({ type: "user.message", client_id: clientId, text });
+    changeList(() => dom.list.append(pendingBubble(clientId, item)));
+    // Queued: the queue note (a status region) says so; announcing it too would say it twice.
+    if (!item.queued) transmit({ type: "user.message", client_id: clientId, text });
+    renderQueueNote();
   }
 
   function flushOutbox() {
-    for (const [clientId, text] of outbox) transmit({ type: "user.message", client_id: clientId, text });
+    for (const [clientId, item] of outbox) {
+      if (!item.queued) transmit({ type: "user.message", client_id: clientId, text: item.text });
+    }
+    pumpQueue();
+  }
+
+  // Sends the oldest queued message once nothing runs; its turn then keeps the rest waiting.
+  function pumpQueue() {
+    if (!state.ended && !state.refused && !busy() && isOpen()) {
+      for (const [clientId, item] of outbox) {
+        if (!item.queued) continue;
+        item.queued = false;
+        saveOutbox();
+        const li = bubbleOf(clientId);
+        if (li) markQueued(li, false);
+        transmit({ type: "user.message", client_id: clientId, text: item.text });
+        break;
+      }
+    }
+    renderQueueNote();
+  }
+
+  function cancelQueued(clientId) {
+    const item = outbox.get(clientId);
+    if (!item || !item.queued) return;
+    outbox.delete(clientId);
+    saveOutbox();
+    const li = bubbleOf(clientId);
+    if (li) li.remove();
+    // Nothing typed is lost: it goes back into an empty composer.
+    if (!dom.input.value.trim()) {
+      dom.input.value = item.text;
+      renderCounter();
+    }
+    dom.input.focus();
+    renderQueueNote();
+  }
+
+  function queuedCount() {
+    let n = 0;
+    for (const item of outbox.values()) if (item.queued) n += 1;
+    return n;
+  }
+
+  // Above the composer while a reply is still coming: what happens to a message sent now.
+  function renderQueueNote() {
+    const running = anyTurnHolding() && !state.ended && !state.refused;
+    const queued = queuedCount();
+    let text = "";
+    if (running && queued) {
+      const what = queued === 1 ? "Your next message is" : `${queued} messages are`;
+      text = `A reply is still coming. ${what} queued and will be sent when it is finished. Press Stop to end the reply and send now.`;
+    } else if (running) {
+      text = "A reply is still coming. A message you send now waits until it is finished.";
+    } else if (queued) {
+      text = "Sending your queued message…";
+    }
+    if (dom.queueNote.textContent !== text) dom.queueNote.textContent = text;
+    dom.queueNote.hidden = !text;
   }
 
   // The server acknowledged a message: it leaves the outbox, its bubble is confirmed. Also runs
@@ -201,7 +476,7 @@
   function confirmSent(event) {
     if (!event.client_id) return;
     if (outbox.delete(event.client_id)) saveOutbox();
-    const pending = dom.list.querySelector(`li[data-client-id="${CSS.escape(event.client_id)}"]`);
+    const pending = bubbleOf(event.client_id);
     if (!pending) return;
     const shown = findMessage(event.message_id);
     if (shown && shown !== pending) {
@@ -210,6 +485,7 @@
     }
     pending.dataset.messageId = event.message_id;
     pending.dataset.seq = event.seq;
+    markQueued(pending, false);
     pending.classList.remove("pending");
   }
 
@@ -479,9 +755,20 @@
     if (!turn) {
       // A turn we did not see start (the page was loaded while it ran): it is running,
       // since some time we do not know.
-      turn = { id, text: null, status: "running", degraded: false, missing: [], agents: {}, startedAt: null };
+      turn = {
+        id,
+        text: null,
+        status: "running",
+        degraded: false,
+        missing: [],
+        agents: {},
+        startedAt: null,
+        seenAt: Date.now(),
+      };
       state.turns.set(id, turn);
-      if (state.currentTurn === null || id > state.currentTurn) state.currentTurn = id;
+      // The newest turn is the last one heard of (events come in seq order); ids are not in
+      // turn order (they are reserved ahead, see context_ahead).
+      state.currentTurn = id;
       turnsChanged();
     }
     return turn;
@@ -496,9 +783,32 @@
     turnsChanged();
   }
 
+  // The server ends every turn by its deadline (a watchdog sends turn.done). A turn this page
+  // still counts as running well past that missed its end (heard of from a stray event after
+  // a reload): it no longer holds queued messages back. The server refuses a message while a
+  // turn really runs (turn_running), which puts it back in the queue.
+  const TURN_DEADLINE_MS = (Number(root.dataset.turnDeadlineS) || 180) * 1000;
+  const STALE_AFTER_MS = TURN_DEADLINE_MS + 30000;
+
+  function isRunning(turn) {
+    return turn.status === "running" && Date.now() - turn.seenAt < STALE_AFTER_MS;
+  }
+
   function anyTurnRunning() {
-    for (const turn of state.turns.values()) if (turn.status === "running") return true;
+    for (const turn of state.turns.values()) if (isRunning(turn)) return true;
     return false;
+  }
+
+  // A turn the crisis pre-gate answered does not hold the next message back (the server takes
+  // it at once too: services.turn_accept).
+  function anyTurnHolding() {
+    for (const turn of state.turns.values()) if (isRunning(turn) && !turn.crisis) return true;
+    return false;
+  }
+
+  function tick() {
+    if (anyTurnRunning()) renderStatus();
+    else turnsChanged(); // the last running turn went stale: stop ticking, send what waits
   }
 
   function turnsChanged() {
@@ -509,12 +819,13 @@
       dom.stop.textContent = "Stop";
     }
     // The elapsed times tick while something runs, and stop when nothing does.
-    if (running && !state.tickTimer) state.tickTimer = setInterval(renderStatus, 200);
+    if (running && !state.tickTimer) state.tickTimer = setInterval(tick, 200);
     if (!running && state.tickTimer) {
       clearInterval(state.tickTimer);
       state.tickTimer = null;
     }
     renderStatus();
+    pumpQueue();
   }
 
   function agentView(turn, name) {
@@ -618,8 +929,31 @@
 
   // --- Event handlers -------------------------------------------------------------------------
 
+  // A new session is named after its first message, as the server names it on the next load
+  // (services_sessions.title_from_words).
+  const TITLE_FROM_WORDS = 60;
+
+  function nameSession(text) {
+    if (root.dataset.untitled !== "yes") return;
+    root.dataset.untitled = "";
+    const words = text.split(/\s+/).filter(Boolean).join(" ");
+    let title = words;
+    if (words.length > TITLE_FROM_WORDS) {
+      const cut = words.slice(0, TITLE_FROM_WORDS);
+      const space = cut.lastIndexOf(" ");
+      title = `${space > 0 ? cut.slice(0, space) : cut}…`;
+    }
+    const heading = byId("chat-title");
+    if (heading) heading.textContent = title;
+    const current = document.querySelector('.sessions a[aria-current="page"] .session-name');
+    if (current) current.textContent = title;
+    PAGE_TITLE = `${title} · Coaching`;
+    if (document.visibilityState !== "hidden") document.title = PAGE_TITLE;
+  }
+
   function onMessageAccepted(e) {
     confirmSent(e);
+    nameSession(e.text);
     if (!findMessage(e.message_id)) {
       // Sent from another tab (or before a reload): no local bubble to confirm.
       const li = makeBubble("user", e.text);
@@ -830,7 +1164,13 @@
       onSessionEnded();
       return;
     }
-    if (e.code === "message_too_long") dropUnsendable((text) => text.length > dom.input.maxLength);
+    if (e.code === "turn_running") {
+      requeue(e.client_id, e.turn_id);
+      return;
+    }
+    if (e.code === "message_too_long") {
+      dropUnsendable((text, clientId) => clientId === e.client_id || charCount(text) > MAX_CHARS);
+    }
     if (e.code === "unstorable_text") dropUnsendable((text) => UNSTORABLE.test(text));
     if (INPUT_ERRORS.has(e.code)) {
       showNotice(e.detail || "That message could not be sent.");
@@ -841,19 +1181,49 @@
 
   // A message the server will never take must not be re-sent on every reconnect.
   function dropUnsendable(refused) {
-    for (const [clientId, text] of outbox) {
-      if (!refused(text)) continue;
+    for (const [clientId, item] of outbox) {
+      if (!refused(item.text, clientId)) continue;
       outbox.delete(clientId);
-      const li = dom.list.querySelector(`li[data-client-id="${CSS.escape(clientId)}"]`);
-      if (li) li.classList.replace("pending", "not-sent");
+      const li = bubbleOf(clientId);
+      if (li) {
+        markQueued(li, false);
+        li.classList.replace("pending", "not-sent");
+      }
     }
     saveOutbox();
+    renderQueueNote();
+  }
+
+  // The server still runs a turn (perhaps one this page has not heard of yet): the message
+  // waits in the queue, ahead of the others, until that turn ends.
+  function requeue(clientId, turnId) {
+    const item = clientId && outbox.get(clientId);
+    if (item) {
+      item.queued = true;
+      const rest = [...outbox].filter(([id]) => id !== clientId);
+      outbox.clear();
+      outbox.set(clientId, item);
+      for (const [id, other] of rest) outbox.set(id, other);
+      saveOutbox();
+      const li = bubbleOf(clientId);
+      if (li) markQueued(li, true);
+    }
+    if (turnId !== null && turnId !== undefined) {
+      const turn = turnFor(turnId);
+      turn.status = "running"; // the server says so
+      turn.seenAt = Date.now();
+      turnsChanged();
+    }
+    renderQueueNote();
   }
 
   function onSessionEnded() {
     state.ended = true;
     disableComposer("This session has ended. Start a new session to continue.");
-    for (const li of dom.list.querySelectorAll("li.pending")) li.classList.replace("pending", "not-sent");
+    for (const li of dom.list.querySelectorAll("li.pending, li.queued")) {
+      markQueued(li, false);
+      li.classList.replace("pending", "not-sent");
+    }
     outbox.clear();
     saveOutbox();
     hideNotice();
@@ -896,6 +1266,8 @@
   }
 
   function onSafetyNotice(e) {
+    turnFor(e.turn_id).crisis = true;
+    turnsChanged(); // a message waiting behind this turn goes out now
     const li = el("li", "safety");
     li.dataset.seq = e.seq;
     li.dataset.turnId = e.turn_id;
@@ -958,26 +1330,88 @@
   }
 
   function restorePage() {
+    for (const li of dom.list.querySelectorAll("li.msg")) decorate(li);
     attachRenderedSynths();
     for (const li of dom.list.querySelectorAll('li.msg-coach[data-status="streaming"]')) {
       li.setAttribute("aria-busy", "true");
     }
-    for (const [clientId, text] of outbox) dom.list.append(pendingBubble(clientId, text));
+    for (const [clientId, item] of outbox) dom.list.append(pendingBubble(clientId, item));
+    // A turn that was running when the page was rendered: messages sent now wait for it.
+    if (root.dataset.runningTurn) turnFor(Number(root.dataset.runningTurn));
+    renderCounter();
+    renderQueueNote();
     if (state.ended) disableComposer("This session has ended. Start a new session to continue.");
-    scrollToBottom();
+    // Opened at one message (a link from the memory page): show it, not the newest.
+    const target = location.hash.startsWith("#msg-") ? document.getElementById(location.hash.slice(1)) : null;
+    if (target) target.scrollIntoView({ block: "center" });
+    else scrollToBottom();
   }
 
   // --- User input ---------------------------------------------------------------------------
+
+  // Code points, as the server counts (Python's len), of what it would store (stripped).
+  function charCount(text) {
+    return [...text.trim()].length;
+  }
+
+  function showComposerError(text) {
+    dom.composerError.textContent = text;
+    dom.composerError.hidden = false;
+    dom.input.setAttribute("aria-invalid", "true");
+  }
+
+  function hideComposerError() {
+    if (dom.composerError.hidden) return;
+    dom.composerError.hidden = true;
+    dom.composerError.textContent = "";
+    delete dom.composerError.dataset.reason;
+    dom.input.removeAttribute("aria-invalid");
+  }
+
+  function renderCounter() {
+    const count = charCount(dom.input.value);
+    const over = count - MAX_CHARS;
+    let text = `${NUMBER.format(count)} / ${NUMBER.format(MAX_CHARS)}`;
+    if (over > 0) text += ` · ${NUMBER.format(over)} too many`;
+    dom.counter.textContent = text;
+    dom.counter.dataset.state = over > 0 ? "over" : count >= MAX_CHARS * 0.9 ? "near" : "ok";
+    // A refusal stays until what it refused is fixed.
+    if (over <= 0 && dom.composerError.dataset.reason === "too_long") hideComposerError();
+    if (count > 0 && dom.composerError.dataset.reason === "empty") hideComposerError();
+  }
+
+  function refuseInput(reason, text) {
+    dom.composerError.dataset.reason = reason;
+    showComposerError(text);
+    dom.input.focus();
+  }
 
   dom.form.addEventListener("submit", (ev) => {
     ev.preventDefault();
     if (state.ended || state.refused) return;
     const text = dom.input.value.trim();
-    if (!text) return;
+    if (BLANK.test(text)) {
+      refuseInput("empty", "Write a message first: an empty message cannot be sent.");
+      return;
+    }
+    const count = charCount(text);
+    if (count > MAX_CHARS) {
+      // Refused whole, never cut: the text stays in the box to be shortened.
+      refuseInput(
+        "too_long",
+        `Your message is ${NUMBER.format(count)} characters long; the limit is ${NUMBER.format(MAX_CHARS)}. ` +
+          `Shorten it by ${NUMBER.format(count - MAX_CHARS)} characters, or split it into two messages. Nothing was sent.`,
+      );
+      return;
+    }
     dom.input.value = "";
+    hideComposerError();
+    renderCounter();
     hideNotice();
     sendUserMessage(text);
   });
+
+  dom.input.addEventListener("input", renderCounter);
 
   dom.input.addEventListener("keydown", (ev) => {
     // Enter sends; Shift+Enter is a new line; Enter that confirms an IME composition is neither.
@@ -1024,6 +1458,18 @@
       connect();
     }
   });
+
+  // Ending a session cannot be undone: ask first (without script, the form simply posts).
+  if (dom.endForm && dom.endDialog && typeof dom.endDialog.showModal === "function") {
+    dom.endForm.addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      dom.endDialog.returnValue = "";
+      dom.endDialog.showModal();
+    });
+    dom.endDialog.addEventListener("close", () => {
+      if (dom.endDialog.returnValue === "end") dom.endForm.submit();
+    });
+  }
 
   if (dom.notify) dom.notify.addEventListener("click", toggleNotify);
   renderNotifyToggle();
