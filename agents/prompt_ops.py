@@ -568,6 +568,9 @@ def _coach_replay(version: PromptVersion, run: AgentRun, row: ReplayRow, *, time
         row.new_failure = "cannot be replayed: this turn predates stored prompts"
         return row
     config = AgentConfig.objects.select_related("endpoint").get(agent=Agent.COACH)
+    if not config.endpoint.trusted_for_coachee_data:  # checked again here: trust may change after queuing
+        row.new_failure = f"cannot be replayed: {pipeline.UntrustedEndpointError(config.endpoint.name)}"
+        return row
     spec = EndpointSpec.from_endpoint(config.endpoint)
     shared = SharedContext(text=turn.shared_prompt, tokens=0, message_ids=[])
     messages = agent_messages(shared, render_prompt(version.body, run.prompt_values))

@@ -23,7 +23,7 @@ from agents import prompt_ops
 from agents.llm.client import EndpointSpec, list_models
 from agents.llm.errors import LLMPermanentError
 from agents.llm.simulator import SimulatorServer
-from agents.models import AgentConfig, ModelEndpoint
+from agents.models import AgentConfig, ModelEndpoint, ReplayJob
 from tests.test_prompt_ops import (
     CANARY,
     DRAFT_BODY,
@@ -214,4 +214,6 @@ def test_an_operator_cannot_send_a_coachees_words_to_an_untrusted_endpoint(
     # Trusted by a platform admin, the same replay goes out: the refusal above was the trust.
     ModelEndpoint.objects.filter(pk=untrusted.pk).update(trusted_for_coachee_data=True)
     operator.post(admin_url("promptversion_replay", draft.pk), {"runs": [run.pk]})
+    (job,) = ReplayJob.objects.filter(version=draft)  # queued; the worker's task runs it
+    prompt_ops.replay_job_run(job.pk)
     assert CANARY in listener.received()
