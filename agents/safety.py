@@ -392,11 +392,18 @@ def _prefilter(sources: tuple[str, ...]) -> _Prefilter:
     return _Prefilter(sources)
 
 
+def warm_patterns(patterns: list[PatternRow]) -> None:
+    """Build the RE2 set for these patterns now (an operator's edit makes a new set)."""
+    _prefilter(tuple(pattern_regex_source(row[2]) for row in patterns))
+
+
 def warm(patterns: list[PatternRow]) -> None:
-    """Build the RE2 set and load the classifier now, not on the first accepted message."""
+    """Build the RE2 set and load the classifier now, not on the first accepted message. For
+    the process that accepts messages: a Celery worker never runs the pre-gate, and must not
+    hold the classifier and its encoder (~1.5 s and ~100 MB a process) for nothing."""
     from agents import crisis_model
 
-    _prefilter(tuple(pattern_regex_source(row[2]) for row in patterns))
+    warm_patterns(patterns)
     crisis_model.warm()
 
 

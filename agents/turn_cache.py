@@ -89,7 +89,9 @@ def setup_load() -> TurnSetup:
     }
     prompts = {p.agent: p for p in PromptVersion.objects.filter(status=PromptStatus.ACTIVE)}
     patterns = safety.active_crisis_patterns()
-    safety.warm(patterns)  # the pre-gate's RE2 set and classifier, before the message that needs them
+    # The pre-gate's RE2 set for these patterns, before the message that needs them (the
+    # classifier is loaded once at the ASGI process's start: safety.warm_at_startup).
+    safety.warm_patterns(patterns)
     return TurnSetup(configs=configs, prompts=prompts, catalog=move_catalog(), crisis_patterns=patterns)
 
 

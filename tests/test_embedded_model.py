@@ -43,6 +43,7 @@ from tests.conftest import (
     make_coachee,
     point_agents_at,
     seed_defaults,
+    stop_stack,
 )
 from tests.schema_support import compact, longest_example
 
@@ -282,11 +283,15 @@ JSON_AGENTS = {"shadow", "persona", "plasticity", "stability", "synth", "critic"
 
 
 @pytest.mark.usefixtures("close_thread_connections")
-async def test_whole_turns_on_the_real_engine(start_stack: Any, vllm_url: str, settings: Any) -> None:
+async def test_whole_turns_on_the_real_engine(
+    start_stack: Any, vllm_url: str, settings: Any, request: pytest.FixtureRequest
+) -> None:
     """Several coachees at once, two turns each: every JSON agent's output validates, counted
     over every call (first attempt and after repair), and each turn ends with a full answer."""
     settings.COACHING_LLM_ALLOW_REQUESTS = True
     stack: LiveStack = await sync_to_async(start_stack)(deadline_s=600, name="real", concurrency=24)
+    # Stopped after this test: its worker shares the tests' broker and would take later tests' tasks.
+    request.addfinalizer(lambda: stop_stack(stack))
 
     def prepare() -> list[tuple[Any, str]]:
         seed_defaults()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +23,7 @@ from agents.llm.simulator import FAULTS
 from agents.models import AgentRun, CoachingSession, RunStatus, Turn, TurnStatus
 from agents.schemas import OUTPUT_SCHEMAS, SERVER_EVENTS
 from agents.services import session_start
-from tests.conftest import CLEAN_CRITIC, ChatClient, LiveStack, login_cookie, make_coachee
+from tests.conftest import CLEAN_CRITIC, ChatClient, LiveStack, login_cookie, make_coachee, stop_stack
 
 pytestmark = [
     pytest.mark.integration,
@@ -52,8 +52,12 @@ class Outcome:
 
 
 @pytest.fixture(scope="module")
-def fault_stack(start_stack: Callable[..., LiveStack]) -> LiveStack:
-    return start_stack(name="faults", deadline_s=DEADLINE_S)
+def fault_stack(start_stack: Callable[..., LiveStack]) -> Iterator[LiveStack]:
+    stack = start_stack(name="faults", deadline_s=DEADLINE_S)
+    yield stack
+    # Stopped with its module: its worker shares the tests' broker, and left running it would
+    # take later tests' tasks (and record their metrics in its own directory).
+    stop_stack(stack)
 
 
 def coachees() -> list[tuple[Any, str]]:
