@@ -21,7 +21,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
-from agents import review, selectors, services_review
+from agents import review, selectors, services_review, services_sessions
 from agents.admin.scoping import (
     CoacheeScopedInlineMixin,
     CoacheeScopedMixin,
@@ -288,7 +288,17 @@ class CoachingSessionAdmin(ExportCsvMixin, admin.ModelAdmin):
         if scope_for(request).everything:
             coachees = coachees.filter(coaching_sessions__isnull=False).distinct()
         queue = review.review_queue(self._related_admin(Turn).get_queryset(request))
-        return self._page(request, "coachees.html", "Your coachees", rows=review.coachee_rows(coachees, queue))
+        query = request.GET.get("q", "").strip()
+        # Searched within the sessions this reader may see (the same scope as every coach page).
+        sessions = selectors.with_first_words(CoachingSession.objects.filter(coachee__in=scoped_coachees(request)))
+        return self._page(
+            request,
+            "coachees.html",
+            "Your coachees",
+            rows=review.coachee_rows(coachees, queue),
+            query=query,
+            hits=services_sessions.transcript_search(sessions=sessions, query=query) if query else None,
+        )
 
     def coachee_view(self, request: HttpRequest, coachee_id: int) -> HttpResponse:
         if not self.has_view_permission(request):
