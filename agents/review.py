@@ -1515,6 +1515,47 @@ def coachee_rows(coachees: QuerySet[Any], queue: QuerySet[Turn]) -> list[Coachee
     ]
 
 
+# --- Inbox: what is new since the coach last looked ---------------------------------------
+
+# A coach who never marked their inbox sees the last week as new.
+INBOX_FIRST_LOOK = timedelta(days=7)
+
+
+@dataclass
+class InboxRow:
+    coachee: Any
+    new_turns: int
+    new_in_queue: int  # of those, turns the review queue lists (a failed check, a thumbs-down ...)
+    new_escalations: int  # of those, refer or crisis
+    latest: datetime
+
+
+@dataclass
+class Inbox:
+    since: datetime
+    rows: list[InboxRow]
+
+    @property
+    def empty(self) -> bool:
+        return not self.rows
+
+
+def inbox(turns: QuerySet[Turn], queue: QuerySet[Turn], seen_at: datetime | None) -> Inbox:
+    """Per coachee, the turns started since `seen_at` among `turns` (already scoped to the coach),
+    how many of them the review queue lists and how many escalated; most recent coachee first."""
+    since = seen_at or timezone.now() - INBOX_FIRST_LOOK
+    new = turns.filter(started_at__gt=since)
+    queued = set(queue.filter(started_at__gt=since).values_list("pk", flat=True))
+    rows: dict[int, InboxRow] = {}
+    for turn in new.select_related("session__coachee").order_by("-started_at", "-pk"):
+        coachee = turn.session.coachee
+        row = rows.setdefault(coachee.pk, InboxRow(coachee, 0, 0, 0, turn.started_at))
+        row.new_turns += 1
+        row.new_in_queue += turn.pk in queued
+        row.new_escalations += turn.escalation in (Escalation.REFER, Escalation.CRISIS)
+    return Inbox(since, list(rows.values()))
+
+
 # --- CSV export -----------------------------------------------------------------------
 
 

@@ -3,14 +3,17 @@ exact prompt each agent of a turn was sent."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import escape
 
 from agents import pipeline, privacy
 from agents.llm.simulator import SimulatorServer
+from agents.models import Escalation, Turn
 from tests.test_admin_coach import build_conversation, logged_in, make_coach
 from tests.test_prompt_ops import on_sim, stored_turn  # noqa: F401 (on_sim: a fixture)
 
@@ -62,3 +65,33 @@ def test_the_session_review_shows_the_exact_prompt_each_agent_was_sent(
     pruned = client.get(url, {"turn": turn.pk}).content.decode()
     assert "no longer kept (older than the retention period)" in pruned
     assert "PROMPT-CANARY" not in pruned.split('class="transcript"')[1].split("Each agent")[1]
+
+
+def test_the_inbox_shows_what_is_new_since_the_coach_last_looked(seeded: None) -> None:
+    coach = make_coach("coach_i")
+    mine = build_conversation("dana_i", "MARKER-DANA", coach=coach)
+    build_conversation("eli_i", "MARKER-ELI", coach=make_coach("coach_j"))
+    client = logged_in(coach)
+    url = reverse("admin:agents_coachingsession_coachees")
+
+    first = client.get(url).context["inbox"]  # never marked: the last week is new
+    (row,) = first.rows
+    assert row.coachee == mine.coachee
+    assert row.new_turns == len(mine.turns)
+    assert row.new_in_queue >= 1  # the escalated and the degraded turns are for review
+
+    drawn_at = client.get(url).context["drawn_at"]
+    assert client.post(reverse("admin:agents_coachingsession_inbox_seen"), {"drawn_at": drawn_at}).status_code == 302
+    assert client.get(url).context["inbox"].empty
+
+    # A turn after the mark: new again, escalated.
+    later = timezone.now() + timedelta(seconds=1)
+    Turn.objects.filter(pk=mine.turns[-1].pk).update(started_at=later, escalation=Escalation.CRISIS)
+    (row,) = client.get(url).context["inbox"].rows
+    assert (row.coachee, row.new_turns, row.new_escalations) == (mine.coachee, 1, 1)
+    html = client.get(url).content.decode()
+    assert 'data-coachee="dana_i"' in html
+    assert "eli_i" not in html
+    # Nonsense in the form marks up to now, never fails.
+    seen_url = reverse("admin:agents_coachingsession_inbox_seen")
+    assert client.post(seen_url, {"drawn_at": "2026-13-45T99:00"}).status_code == 302
