@@ -593,6 +593,16 @@ class CoachAssignment(models.Model):
         return f"{self.coach} reviews {self.coachee}"
 
 
+class CoachInboxMark(models.Model):
+    """When a coach last marked their inbox as seen: what is "new" is what came after."""
+
+    coach = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="inbox_mark")
+    seen_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.coach} saw everything before {self.seen_at:%Y-%m-%d %H:%M}"
+
+
 class Annotation(models.Model):
     """A coach's review of a turn: a rating of the full answer, a flag, a note."""
 

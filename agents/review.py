@@ -37,6 +37,7 @@ from agents.models import (
     RunStatus,
     Turn,
 )
+from agents.pipeline import instructions_for
 from agents.rendering import markdown_to_safe_html
 from agents.schemas import (
     OUTPUT_SCHEMAS,
@@ -541,6 +542,7 @@ class AgentOutputView:
     stability: StabilityView | None = None
     synth: SynthView | None = None
     critic: CriticView | None = None
+    prompt: str = ""  # the agent's own part of what it was sent; "" when not kept (retention)
 
 
 def risk_rows(stability: StabilityOutput) -> list[RiskRow]:
@@ -627,6 +629,15 @@ def parse_output(run: AgentRun) -> AgentOutput | None:
         return None
 
 
+def run_prompt(run: AgentRun) -> str:
+    """The agent's own part of what it was sent (after the turn's shared part), rebuilt from what
+    the run stored: its prompt version filled with the run's values, then the turn's additions.
+    "" once the stored inputs are pruned (COACHING_RAW_RETENTION_DAYS) or were never kept."""
+    if run.prompt_version is None or not (run.prompt_values or run.extra_instructions):
+        return ""
+    return instructions_for(run.prompt_version.body, run.prompt_values, run.extra_instructions)
+
+
 def agent_output_view(run: AgentRun, catalog: dict[str, str], seq_by_id: dict[int, int]) -> AgentOutputView:
     view = AgentOutputView(
         run_id=run.pk,
@@ -641,6 +652,7 @@ def agent_output_view(run: AgentRun, catalog: dict[str, str], seq_by_id: dict[in
         attempts=run.attempts,
         error=run.error,
         validation_errors=[str(e) for e in (run.validation_errors or [])],
+        prompt=run_prompt(run),
     )
     schema = OUTPUT_SCHEMAS.get(run.agent)
     if schema is None or run.parsed_output is None:
@@ -839,7 +851,7 @@ class SessionReview:
 
 def _turns_with_everything(turns: QuerySet[Turn]) -> QuerySet[Turn]:
     return turns.select_related("user_message", "coach_message", "synth_message").prefetch_related(
-        Prefetch("agent_runs", queryset=AgentRun.objects.order_by("started_at", "pk")),
+        Prefetch("agent_runs", queryset=AgentRun.objects.select_related("prompt_version").order_by("started_at", "pk")),
         "conflicts",
         Prefetch("annotations", queryset=Annotation.objects.select_related("author").order_by("created_at", "pk")),
         Prefetch("quality_findings", queryset=QualityFinding.objects.order_by("round", "pk")),
@@ -1501,6 +1513,47 @@ def coachee_rows(coachees: QuerySet[Any], queue: QuerySet[Turn]) -> list[Coachee
         )
         for user in annotated
     ]
+
+
+# --- Inbox: what is new since the coach last looked ---------------------------------------
+
+# A coach who never marked their inbox sees the last week as new.
+INBOX_FIRST_LOOK = timedelta(days=7)
+
+
+@dataclass
+class InboxRow:
+    coachee: Any
+    new_turns: int
+    new_in_queue: int  # of those, turns the review queue lists (a failed check, a thumbs-down ...)
+    new_escalations: int  # of those, refer or crisis
+    latest: datetime
+
+
+@dataclass
+class Inbox:
+    since: datetime
+    rows: list[InboxRow]
+
+    @property
+    def empty(self) -> bool:
+        return not self.rows
+
+
+def inbox(turns: QuerySet[Turn], queue: QuerySet[Turn], seen_at: datetime | None) -> Inbox:
+    """Per coachee, the turns started since `seen_at` among `turns` (already scoped to the coach),
+    how many of them the review queue lists and how many escalated; most recent coachee first."""
+    since = seen_at or timezone.now() - INBOX_FIRST_LOOK
+    new = turns.filter(started_at__gt=since)
+    queued = set(queue.filter(started_at__gt=since).values_list("pk", flat=True))
+    rows: dict[int, InboxRow] = {}
+    for turn in new.select_related("session__coachee").order_by("-started_at", "-pk"):
+        coachee = turn.session.coachee
+        row = rows.setdefault(coachee.pk, InboxRow(coachee, 0, 0, 0, turn.started_at))
+        row.new_turns += 1
+        row.new_in_queue += turn.pk in queued
+        row.new_escalations += turn.escalation in (Escalation.REFER, Escalation.CRISIS)
+    return Inbox(since, list(rows.values()))
 
 
 # --- CSV export -----------------------------------------------------------------------

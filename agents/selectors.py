@@ -30,8 +30,13 @@ def sessions_of(*, user_id: int) -> QuerySet[CoachingSession]:
 
 def session_overview(*, user_id: int) -> QuerySet[CoachingSession]:
     """Sessions with the first words the coachee wrote, in one query."""
+    return with_first_words(sessions_of(user_id=user_id))
+
+
+def with_first_words(sessions: QuerySet[CoachingSession]) -> QuerySet[CoachingSession]:
+    """Each session with the first words its coachee wrote (what an untitled session is called)."""
     first_message = Message.objects.filter(session=OuterRef("pk"), role=Role.USER).order_by("seq").values("text")[:1]
-    return sessions_of(user_id=user_id).annotate(first_words=Subquery(first_message))
+    return sessions.annotate(first_words=Subquery(first_message))
 
 
 def transcript(*, session_id: int) -> list[Message]:

@@ -6,10 +6,13 @@ consistent.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db import transaction
+from django.utils import timezone
 
 from agents import services
-from agents.models import Annotation, BlackboardVersion, Turn
+from agents.models import Annotation, BlackboardVersion, CoachInboxMark, Turn
 
 
 class NothingToAnnotateError(ValueError):
@@ -66,3 +69,12 @@ def blackboard_revert(*, coachee_id: int, version_id: int, by_user_id: int) -> B
             data=target.data,
             edited_by_id=by_user_id,
         )
+
+
+def inbox_mark_seen(*, coach_id: int, seen_at: datetime | None = None) -> CoachInboxMark:
+    """Everything up to now (or `seen_at`: when the page was drawn, so nothing that arrived while
+    the coach read it is skipped) counts as seen by this coach."""
+    mark, _ = CoachInboxMark.objects.update_or_create(
+        coach_id=coach_id, defaults={"seen_at": seen_at or timezone.now()}
+    )
+    return mark

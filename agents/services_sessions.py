@@ -82,26 +82,30 @@ def snippet(text: str, query: str) -> str:
 def session_search(*, user_id: int, query: str) -> list[SearchHit]:
     """The coachee's own sessions whose title or messages contain the words, newest first.
     Only their sessions are searched (the query is scoped by coachee before anything else)."""
+    return transcript_search(sessions=selectors.session_overview(user_id=user_id), query=query, you=True)
+
+
+def transcript_search(*, sessions: QuerySet[CoachingSession], query: str, you: bool = False) -> list[SearchHit]:
+    """Of `sessions` (already narrowed to what the reader may see: a coachee's own, a coach's
+    assigned coachees'), those whose title or messages contain the words, newest first.
+    `you`: the reader is the coachee, so their own messages are "You"."""
     query = " ".join(query.split())
     if len(query) < MIN_QUERY_CHARS:
         return []
-    sessions: QuerySet[CoachingSession] = selectors.session_overview(user_id=user_id)
-    by_id = {s.pk: s for s in sessions}
-    hits = [SearchHit(s, session_title(s), "", s.title, None) for s in sessions.filter(title__icontains=query)]
+    by_id = {s.pk: s for s in sessions.select_related("coachee")}
+    hits = [
+        SearchHit(s, session_title(s), "", s.title, None)
+        for s in sessions.filter(title__icontains=query).select_related("coachee")
+    ]
     messages = (
-        Message.objects.filter(session__coachee_id=user_id, text__icontains=query, role__in=list(ROLE_WORDS))
+        Message.objects.filter(session__in=sessions, text__icontains=query, role__in=list(ROLE_WORDS))
         .order_by("-session__created_at", "seq")
         .only("session_id", "seq", "role", "text")[:SEARCH_RESULTS]
     )
     for message in messages:
         session = by_id[message.session_id]
-        hits.append(
-            SearchHit(
-                session,
-                session_title(session),
-                ROLE_WORDS[Role(message.role)],
-                snippet(message.text, query),
-                message.seq,
-            )
-        )
+        who = ROLE_WORDS[Role(message.role)]
+        if message.role == Role.USER and not you:
+            who = session.coachee.get_username()
+        hits.append(SearchHit(session, session_title(session), who, snippet(message.text, query), message.seq))
     return hits

@@ -18,10 +18,11 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, Ht
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
-from agents import review, selectors, services_review
+from agents import review, selectors, services_review, services_sessions
 from agents.admin.scoping import (
     CoacheeScopedInlineMixin,
     CoacheeScopedMixin,
@@ -34,6 +35,7 @@ from agents.models import (
     AgentRun,
     Annotation,
     BlackboardVersion,
+    CoachInboxMark,
     CoachingSession,
     Conflict,
     Escalation,
@@ -198,6 +200,7 @@ class CoachingSessionAdmin(ExportCsvMixin, admin.ModelAdmin):
         wrap = self.admin_site.admin_view
         return [
             path("coachees/", wrap(self.coachees_view), name="agents_coachingsession_coachees"),
+            path("coachees/seen/", wrap(self.inbox_seen_view), name="agents_coachingsession_inbox_seen"),
             path("coachees/<int:coachee_id>/", wrap(self.coachee_view), name="agents_coachingsession_coachee"),
             path(
                 "coachees/<int:coachee_id>/blackboard/<int:version_id>/revert/",
@@ -288,7 +291,34 @@ class CoachingSessionAdmin(ExportCsvMixin, admin.ModelAdmin):
         if scope_for(request).everything:
             coachees = coachees.filter(coaching_sessions__isnull=False).distinct()
         queue = review.review_queue(self._related_admin(Turn).get_queryset(request))
-        return self._page(request, "coachees.html", "Your coachees", rows=review.coachee_rows(coachees, queue))
+        query = request.GET.get("q", "").strip()
+        # Searched within the sessions this reader may see (the same scope as every coach page).
+        sessions = selectors.with_first_words(CoachingSession.objects.filter(coachee__in=scoped_coachees(request)))
+        turns = self._related_admin(Turn).get_queryset(request)
+        mark = CoachInboxMark.objects.filter(coach_id=request.user.pk).first()
+        return self._page(
+            request,
+            "coachees.html",
+            "Your coachees",
+            rows=review.coachee_rows(coachees, queue),
+            inbox=review.inbox(turns, queue, mark.seen_at if mark else None),
+            drawn_at=timezone.now().isoformat(),
+            query=query,
+            hits=services_sessions.transcript_search(sessions=sessions, query=query) if query else None,
+        )
+
+    def inbox_seen_view(self, request: HttpRequest) -> HttpResponse:
+        coach_id = request.user.pk
+        if request.method != "POST" or coach_id is None or not self.has_view_permission(request):
+            raise PermissionDenied
+        try:
+            drawn_at = parse_datetime(request.POST.get("drawn_at", ""))
+        except ValueError:  # well formed but no real moment: mark up to now
+            drawn_at = None
+        if drawn_at is None or drawn_at > timezone.now():
+            drawn_at = timezone.now()
+        services_review.inbox_mark_seen(coach_id=coach_id, seen_at=drawn_at)
+        return HttpResponseRedirect(reverse("admin:agents_coachingsession_coachees"))
 
     def coachee_view(self, request: HttpRequest, coachee_id: int) -> HttpResponse:
         if not self.has_view_permission(request):
