@@ -93,6 +93,13 @@ MIN_CALL_SECONDS = 0.5
 REPAIR_INSTRUCTION = (
     "Your reply could not be used: {errors}. Reply again with only the corrected JSON, following the schema."
 )
+# An answer cut off by the token limit is a small model looping ("1.1.1.1...", one emoji
+# hundreds of times): showing it the loop in a repair prompt made it loop again (5 of 19 Synth
+# runs on the embedded model failed both attempts so). Its second attempt is a fresh sample of
+# the same prompt instead, with repeated tokens penalised (OpenAI's frequency_penalty, which
+# vLLM and llama.cpp take too) so the loop breaks after a few repeats; kept low because
+# ordinary Russian text repeats its byte-level tokens.
+LOOP_BREAKING_FREQUENCY_PENALTY = 0.3
 
 
 # --- Loading what a step needs ----------------------------------------------------------
@@ -264,7 +271,7 @@ def complete_structured(
     salt = cache_salt_for(coachee_id) if coachee_id is not None else None
     report = RouteReport()
 
-    def send(msgs: list[dict[str, str]], spec: EndpointSpec, timeout_s: float) -> Completion:
+    def send(msgs: list[dict[str, str]], spec: EndpointSpec, timeout_s: float, penalty: float | None) -> Completion:
         return chat_complete(
             spec,
             msgs,
@@ -272,6 +279,7 @@ def complete_structured(
             temperature=config.temperature,
             # Per endpoint: each kind spells constrained decoding and its extras its own way.
             response_format=response_format_for(spec.kind, f"{agent}_output", json_schema),
+            frequency_penalty=penalty,
             extra_body=extra_body_for(
                 spec.kind,
                 thinking=config.thinking,
@@ -282,10 +290,10 @@ def complete_structured(
             timeout_s=timeout_s,
         )
 
-    def call(msgs: list[dict[str, str]]) -> Callable[[float], Completion]:
+    def call(msgs: list[dict[str, str]], penalty: float | None) -> Callable[[float], Completion]:
         return lambda timeout_s: complete_routed(
             routes,
-            lambda spec, remaining: send(msgs, spec, min(timeout_s, remaining)),
+            lambda spec, remaining: send(msgs, spec, min(timeout_s, remaining), penalty),
             deadline=min(deadline, time.time() + timeout_s),
             report=report,
         )
@@ -294,16 +302,20 @@ def complete_structured(
     prompt_tokens = completion_tokens = 0
     errors: list[str] = []
     raw = ""
+    cut_off = False
     try:
-        for repair in (False, True):
-            msgs = messages
-            if repair:
+        for second_attempt in (False, True):
+            msgs, penalty = messages, None
+            if second_attempt and cut_off:
+                penalty = LOOP_BREAKING_FREQUENCY_PENALTY
+            elif second_attempt:
                 msgs = [
                     *messages,
                     {"role": "assistant", "content": raw},
                     {"role": "user", "content": REPAIR_INSTRUCTION.format(errors="; ".join(errors[-5:]))},
                 ]
-            completion = call_with_retries(call(msgs), deadline=deadline, counter=counter)
+            completion = call_with_retries(call(msgs, penalty), deadline=deadline, counter=counter)
+            cut_off = completion.finish_reason == "length"
             prompt_tokens += completion.prompt_tokens or 0
             completion_tokens += completion.completion_tokens or 0
             raw = completion.content

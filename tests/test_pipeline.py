@@ -375,6 +375,21 @@ def test_invalid_json_from_a_specialist_is_repaired(turn: Turn, sim: SimulatorSe
     assert calls[1]["prompt_tokens"] > calls[0]["prompt_tokens"]
 
 
+def test_an_answer_cut_off_by_the_token_limit_is_sampled_again_with_repeats_penalised(
+    turn: Turn, sim: SimulatorServer
+) -> None:
+    # A cut-off answer is a model looping: shown its loop in a repair prompt, it loops again.
+    sim.configure(agents={"persona": {"fault": "truncated_json", "fault_times": 1}})
+    assert pipeline.specialist_step(turn_id=turn.pk, agent="persona") == RunStatus.SUCCEEDED
+    run = AgentRun.objects.get(turn=turn, agent="persona")
+    assert run.attempts == 2
+    assert run.validation_errors == ["attempt 1: the reply was cut off by the token limit"]
+    first, second = sim.calls(agent="persona")
+    assert first["finish_reason"] == "length" and first["frequency_penalty"] is None
+    assert second["messages_sha"] == first["messages_sha"]  # the same prompt, not the loop
+    assert second["frequency_penalty"] == pipeline.LOOP_BREAKING_FREQUENCY_PENALTY
+
+
 def test_a_transient_fault_is_retried_within_the_step(turn: Turn, sim: SimulatorServer, settings: Any) -> None:
     settings.COACHING_LLM_RETRY_BACKOFF_S = 0.001
     sim.configure(agents={"stability": {"fault": "http_500", "fault_times": 2}})

@@ -183,6 +183,7 @@ def chat_complete(
     max_tokens: int,
     temperature: float,
     response_format: dict[str, Any] | None = None,
+    frequency_penalty: float | None = None,
     extra_body: Mapping[str, Any] | None = None,
     headers: Mapping[str, str] | None = None,
     timeout_s: float | None = None,
@@ -194,6 +195,8 @@ def chat_complete(
     )
     if response_format is not None:
         kwargs["response_format"] = response_format
+    if frequency_penalty is not None:
+        kwargs["frequency_penalty"] = frequency_penalty
     circuit = breaker.for_endpoint(spec.name)
     circuit.before_call()
     try:

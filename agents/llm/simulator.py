@@ -535,6 +535,7 @@ class SimulatorState:
                 "model": body.get("model") or self.model,
                 "priority": body.get("priority"),  # vLLM's per-request priority, when sent
                 "cache_salt": body.get("cache_salt"),  # vLLM's per-request prefix-cache salt
+                "frequency_penalty": body.get("frequency_penalty"),
             }
             self._calls.append(record)
         options = body.get("stream_options") or {}
