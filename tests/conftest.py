@@ -28,8 +28,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from agents import coach, context_ahead, handoff, pipeline, services, throttle, turn_cache
-from agents.llm import breaker
+from agents import context_ahead, handoff, pipeline, services, throttle, turn_cache
+from agents.llm import breaker, limits
 from agents.llm.simulator import SimulatorServer
 from agents.models import AgentConfig, CoachingSession, ModelEndpoint, Turn
 
@@ -90,7 +90,6 @@ def _fresh_turn_cache() -> None:
     # Each test sets up its own agents and prompts: nothing kept from an earlier test's turns.
     turn_cache.clear()
     context_ahead.clear()
-    coach.clear()
 
 
 @pytest.fixture
@@ -116,9 +115,13 @@ def sim(simulator: SimulatorServer, settings: Any) -> Iterator[SimulatorServer]:
     settings.COACHING_LLM_ALLOW_REQUESTS = True
     simulator.reset()
     breaker.reset_all()  # a breaker opened by an earlier test's faults must not fail this one
+    # Nor a slot an earlier test's call still holds (a hung call keeps its lease for its whole
+    # timeout): under a limit of one it made Coach wait out its turn, so it never called.
+    limits.reset_all()
     yield simulator
     simulator.reset()
     breaker.reset_all()
+    limits.reset_all()
 
 
 def point_agents_at(base_url: str, *, kind: str = "vllm", read_timeout_s: float = 30.0) -> ModelEndpoint:
