@@ -278,6 +278,9 @@ CONVERSATIONS = [
     "Quiero ahorrar para un viaje, pero cada viernes me gasto todo en cenas.",
     "Prometi a mim mesma estudar inglês todas as manhãs e só consegui duas vezes.",
     "Я хочу ложиться спать до полуночи, но каждый вечер засиживаюсь за сериалами.",
+    "My manager asked me to speak up more in meetings, and I freeze every time.",
+    "Sempre digo que vou cozinhar em casa, mas acabo pedindo comida quase todo dia.",
+    "I told my sister I'd call her every Sunday. I've missed the last three.",
 ]
 JSON_AGENTS = {"shadow", "persona", "plasticity", "stability", "synth", "critic"}
 
@@ -286,8 +289,10 @@ JSON_AGENTS = {"shadow", "persona", "plasticity", "stability", "synth", "critic"
 async def test_whole_turns_on_the_real_engine(
     start_stack: Any, vllm_url: str, settings: Any, request: pytest.FixtureRequest
 ) -> None:
-    """Several coachees at once, two turns each: every JSON agent's output validates, counted
-    over every call (first attempt and after repair), and each turn ends with a full answer."""
+    """Nine coachees at once, one turn each (two turns each took two minutes more of the suite
+    and showed nothing one does not; the shared prefix's cache has its own test above): every
+    JSON agent's output validates, counted over every call (first attempt and after repair),
+    and each turn ends with a full answer."""
     settings.COACHING_LLM_ALLOW_REQUESTS = True
     stack: LiveStack = await sync_to_async(start_stack)(deadline_s=600, name="real", concurrency=24)
     # Stopped after this test: its worker shares the tests' broker and would take later tests' tasks.
@@ -313,9 +318,8 @@ async def test_whole_turns_on_the_real_engine(
 
     async def converse(index: int, session: Any, cookie: str) -> None:
         async with ChatClient(stack, session, cookie) as chat:
-            for turn_no, text in enumerate([CONVERSATIONS[index], "What is one small thing I could do tomorrow?"]):
-                await chat.send({"type": "user.message", "client_id": f"real-{index}-{turn_no}", "text": text})
-                await chat.until(lambda e: e["type"] == "turn.done", timeout_s=900)
+            await chat.send({"type": "user.message", "client_id": f"real-{index}", "text": CONVERSATIONS[index]})
+            await chat.until(lambda e: e["type"] == "turn.done", timeout_s=900)
 
     await asyncio.gather(*(converse(i, s, c) for i, (s, c) in enumerate(sessions)))
 
@@ -328,7 +332,7 @@ async def test_whole_turns_on_the_real_engine(
     report = validity_report(runs) + "\n" + await sync_to_async(gate_report)(turns)
     await sync_to_async((OUTPUT_DIR / "real-engine-validity.txt").write_text)(report)
     print(report)
-    assert len(turns) == 2 * len(CONVERSATIONS)
+    assert len(turns) == len(CONVERSATIONS)
     assert all(t.status == TurnStatus.DONE for t in turns), report
     json_runs = [r for r in runs if r.agent in JSON_AGENTS]
     calls = sum(r.attempts for r in json_runs)
@@ -338,7 +342,8 @@ async def test_whole_turns_on_the_real_engine(
     # invalid: the budgets fit the longest answer in natural text of each language (tested
     # above), but a looping small model can still fill a string with text that takes more tokens
     # per character: the cut-off Synth answers seen were ",1,1,1,..." and "<w>[<z>[...", ~1
-    # token a character (the report shows the end of each such answer).
+    # token a character (the report shows the end of each such answer); the second attempt then
+    # samples afresh with repeats penalised (5 of 19 Synth runs failed both attempts before).
     answered = [r for r in json_runs if r.status == RunStatus.SUCCEEDED or r.validation_errors]
     valid = [r for r in answered if r.status == RunStatus.SUCCEEDED]
     assert len(valid) >= 0.95 * len(answered), report
