@@ -14,7 +14,6 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from datetime import date, datetime
 from typing import Any
 
 from channels.layers import get_channel_layer
@@ -22,14 +21,11 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from agents import context_ahead, quality, reply_gate, safety, selectors, services, tokens, turn_cache
+from agents import quality, reply_gate, selectors, services, tokens, turn_cache
 from agents.context import (
     SharedContext,
     agent_messages,
-    build_shared_context,
-    prefix_counter_of,
     reply_count_ahead,
-    shared_budget,
 )
 from agents.db import db_call
 from agents.llm.client import EndpointSpec, StreamState, chat_stream
@@ -154,11 +150,10 @@ def previous_blocked_moves(turn: Turn) -> list[str]:
     return list((stability or {}).get("blocked_moves", []))
 
 
-def coach_prepare(*, turn_id: int, speculation: Speculation | None = None) -> CoachCall | None:
+def coach_prepare(*, turn_id: int) -> CoachCall | None:
     """Everything Coach's request needs, read from the database and nothing written: when
     Coach builds the turn's shared prefix, coach_prefix_store stores it after the request is
-    out. None when Coach does not run. `speculation`'s call, when it fits the stored turn
-    (its request is then already out)."""
+    out. None when Coach does not run."""
     turn = turn_cache.running_turn(turn_id, load_turn)
     if turn is None:
         return None
@@ -166,24 +161,10 @@ def coach_prepare(*, turn_id: int, speculation: Speculation | None = None) -> Co
     config = setup.config(Agent.COACH)
     if not config.enabled or turn.coach_message_id is not None:
         return None
-    spec = EndpointSpec.from_endpoint(config.endpoint)
     # The primary's breaker first, then each fallback's: the first that lets a call through
     # gets the request; refused only when every one is open.
     routes, refusal = first_available(routes_for(config))
     circuit_open = refusal if isinstance(refusal, LLMCircuitOpen) else None
-    if circuit_open is not None or routes[0].spec.name != spec.name:
-        _circuit_seen_open.add(spec.name)
-    else:
-        _circuit_seen_open.discard(spec.name)
-    if (
-        speculation is not None
-        and circuit_open is None
-        and speculation.fits(turn, setup, turn_cache.context_version_seen(turn.pk))
-    ):
-        call = speculation.call
-        call.turn, call.deadline = turn, turn.deadline_at.timestamp()
-        call.prefix_built = False  # stored with the turn
-        return coach_gate_prepare(call, setup)
     stored = stored_shared_context(turn)
     shared = stored or shared_context_build(turn)
     # Read by the build when Coach built the prefix (the usual case), else once more here.
@@ -409,9 +390,7 @@ class Accepted:
     call: CoachCall | None = None  # Coach's request, prepared; None when Coach does not run
 
 
-def coach_accept(
-    *, session_id: int, user_id: int, client_id: str, text: str, speculation: Speculation | None = None
-) -> Accepted:
+def coach_accept(*, session_id: int, user_id: int, client_id: str, text: str) -> Accepted:
     """The rate limit, turn_accept, queuing the canvas and Coach's preparation, in one call on
     a database thread (each hop from the event loop to it and back cost about a millisecond
     before Coach's first token).
@@ -421,23 +400,16 @@ def coach_accept(
     sooner, Coach's first token no later). Queued after Coach's request instead: Shadow 14 ms
     later. A broker that is down delays Coach by Celery's publish retries (under a second)."""
     if not services.turn_rate_allows(user_id=user_id):
-        _refusal_remember(user_id)
         return Accepted(None)
     result = services.turn_accept(
-        session_id=session_id,
-        user_id=user_id,
-        client_id=client_id,
-        text=text,
-        ids=speculation.ids if speculation is not None else None,
-        prefix_for=speculation.prefix_if_current if speculation is not None else None,
-        one_turn_at_a_time=True,
+        session_id=session_id, user_id=user_id, client_id=client_id, text=text, one_turn_at_a_time=True
     )
     if not result.created:
         return Accepted(result)
     if result.pipeline_due:
         services.pipeline_start(turn_id=result.turn_id)
     try:
-        call = coach_prepare(turn_id=result.turn_id, speculation=speculation)
+        call = coach_prepare(turn_id=result.turn_id)
     except Exception:
         # Coach could not even start (configuration, database): the full answer still comes.
         logger.exception("coach could not start on turn %s", result.turn_id)
@@ -445,175 +417,15 @@ def coach_accept(
     return Accepted(result, call)
 
 
-# --- Coach's request before its turn is stored ------------------------------------------
-
-# Users refused at the rate limit in this process, until their window ends: no request goes
-# out ahead of an accept that would refuse it.
-_rate_limited_until: dict[int, float] = {}
-# Coach endpoints whose breaker this process last found open (coach_prepare asks it): while
-# it is, no request goes out ahead of that check.
-_circuit_seen_open: set[str] = set()
-
-
-@dataclass
-class Speculation:
-    """Coach's request, sent from the coachee's read-ahead copy (context_ahead) while the turn
-    is being stored: turn_accept's statements (10-17 ms, measured) leave Coach's first token.
-
-    The copy's reserved ids name the message (in the prefix) and the turn (in the headers).
-    turn_accept stores the request's prefix with the turn when the stamps it reads are the ones
-    the request was built on (`prefix_if_current`: the copy's and the setup's, the same day, the
-    same pinned commitments), and coach_prepare adopts the request only for that turn (`fits`);
-    else it is discarded, before any token is relayed, and Coach sends its request as usual."""
-
-    call: CoachCall
-    setup: TurnSetup
-    copy: context_ahead.Copy  # claimed: its reserved ids are this request's
-    text: str
-    today: date
-    state: StreamState
-    stream: AsyncIterator[str]
-    first_piece: asyncio.Future[str]
-    started: float
-
-    @property
-    def ids(self) -> tuple[int, int]:
-        """(message id, turn id): the claimed copy's."""
-        if self.copy.reserved is None:  # claim gives no copy without them
-            raise ValueError("a speculation's copy holds its reserved ids")
-        return self.copy.reserved
-
-    def prefix_if_current(self, context_version: int, setup: TurnSetup) -> SharedContext | None:
-        """The request's prefix, for turn_accept to store with the turn, when the stamps it read
-        (and the time) are what the request was built on."""
-        return self.call.shared if self._current(setup, context_version, timezone.now()) else None
-
-    def fits(self, turn: Turn, setup: TurnSetup, context_version: int | None) -> bool:
-        """The stored turn is the one the request was built for, its prefix stored with it."""
-        return (
-            self._current(setup, context_version, turn.started_at)
-            and (turn.user_message_id, turn.pk) == self.ids
-            and turn.user_message.text == self.text
-            and turn.shared_prompt == self.call.shared.text
-        )
-
-    def _current(self, setup: TurnSetup, context_version: int | None, at: datetime) -> bool:
-        return (
-            setup is self.setup
-            and context_version == self.copy.version
-            and at.date() == self.today
-            and at < self.copy.good_until
-            # The new message alone was kept: the prefix's record names its seq, not known here.
-            and self.call.shared.dropped.get("oldest_kept_seq") != _placeholder_seq(self.copy)
-        )
-
-    def discard(self) -> None:
-        """Stop the request (closing it tells the server to stop generating)."""
-        if not self.first_piece.done():
-            self.first_piece.cancel()
-        elif not self.first_piece.cancelled() and self.first_piece.exception() is None:
-            _closing.add(task := asyncio.ensure_future(self.stream.aclose()))  # type: ignore[attr-defined]
-            task.add_done_callback(_closing.discard)
-
-
-_closing: set[asyncio.Future[None]] = set()
-
-
-def _refusal_remember(user_id: int) -> None:
-    now = time.time()
-    for expired in [user for user, until in _rate_limited_until.items() if until <= now]:
-        del _rate_limited_until[expired]
-    _rate_limited_until[user_id] = services.rate_window_ends()
-
-
-def _placeholder_seq(copy: context_ahead.Copy) -> int:
-    # Above the copy's newest message; the new message's real seq may be higher (events count too).
-    return copy.last_seq + 1
-
-
-def clear() -> None:
-    """For tests: nothing remembered from an earlier refusal."""
-    _rate_limited_until.clear()
-    _circuit_seen_open.clear()
-
-
-def coach_speculate(*, session_id: int, user_id: int, text: str) -> Speculation | None:
-    """Send Coach's request for a new message now, from what this process holds (no query, no
-    thread hop: it runs on the event loop), when it can: None when there is no current copy of
-    the coachee's context, no kept setup, the pre-gate matches (the crisis answer replaces
-    Coach), Coach is off, or its endpoint or the coachee was last refused here."""
-    if _rate_limited_until.get(user_id, 0.0) > time.time():
-        return None
-    kept = turn_cache.setup_kept()
-    if kept is None:
-        return None
-    setup = kept[1]
-    config = setup.configs.get(Agent.COACH)
-    if config is None or not config.enabled or Agent.COACH not in setup.prompts:
-        return None
-    # The current message only (no query here); accept reads the session's history as well.
-    if config.endpoint.name in _circuit_seen_open or safety.assess(text, setup.crisis_patterns) is not None:
-        return None
-    now = timezone.now()
-    copy = context_ahead.claim(session_id, now)
-    if copy is None or copy.reserved is None:
-        return None
-    message_id, turn_id = copy.reserved
-    try:
-        message = Message(id=message_id, session=copy.session, seq=_placeholder_seq(copy), role=Role.USER, text=text)
-        turn = Turn(
-            id=turn_id,
-            session=copy.session,
-            user_message=message,
-            context_blackboard=copy.board,
-            started_at=now,
-        )
-        counter = prefix_counter_of(setup)
-        shared = build_shared_context(
-            turn,
-            budget=shared_budget(list(setup.configs.values())),
-            # The new message's count (not known yet) is estimated high: the prefix then fits.
-            counter=dataclasses.replace(counter, known_only=True),
-            sources=context_ahead.with_message(copy.sources, message),
-        )
-        deadline = time.time() + settings.COACHING_TURN_DEADLINE_S
-        call = _call_for(turn, setup, shared, copy.sources.blocked_moves, deadline=deadline, prefix_built=True)
-    except Exception:
-        logger.warning("coach's early request for session %s could not be built", session_id, exc_info=True)
-        return None
-    state = StreamState()
-    stream = call.stream(state)
-    return Speculation(
-        call=call,
-        setup=setup,
-        copy=copy,
-        text=text,
-        today=now.date(),
-        state=state,
-        stream=stream,
-        first_piece=asyncio.ensure_future(anext(stream)),
-        started=time.monotonic(),
-    )
-
-
-async def coach_run(
-    turn_id: int,
-    call: CoachCall | None,
-    *,
-    on_prepared: Callable[[], None] | None = None,
-    speculation: Speculation | None = None,
-) -> None:
-    """Send Coach's prepared request (coach_accept) and relay the reply to the session's group;
-    the speculation's request when coach_prepare adopted it, else that one is discarded.
+async def coach_run(turn_id: int, call: CoachCall | None, *, on_prepared: Callable[[], None] | None = None) -> None:
+    """Send Coach's prepared request (coach_accept) and relay the reply to the session's group.
 
     `on_prepared` is called once (even when this is cancelled) when the turn's shared prefix is
     stored, just after Coach's request goes out, or Coach does not build it (`call` is None):
     Shadow, waiting for it, does not build it again."""
     prepared = _Once(on_prepared)
-    if speculation is not None and speculation.call is not call:
-        speculation.discard()
     try:
-        await _coach_run(turn_id, call, prepared, speculation)
+        await _coach_run(turn_id, call, prepared)
     finally:
         prepared()
 
@@ -628,25 +440,17 @@ class _Once:
             callback()
 
 
-async def _coach_run(turn_id: int, call: CoachCall | None, on_prepared: _Once, speculation: Speculation | None) -> None:
+async def _coach_run(turn_id: int, call: CoachCall | None, on_prepared: _Once) -> None:
     if call is None:
         on_prepared()
         await degraded_notice_if_open(turn_id)
         await db_call(services.turn_canvas_after_coach)(turn_id=turn_id)
         return
-    if speculation is not None and speculation.call is call:
-        state, started, stream, first_piece = (
-            speculation.state,
-            speculation.started,
-            speculation.stream,
-            speculation.first_piece,
-        )
-    else:
-        state, started = StreamState(), time.monotonic()
-        stream = call.stream(state)
-        # The request goes out first; the prefix, the reply's message and run are written while
-        # the model prepares its first token, which is then relayed at once.
-        first_piece = asyncio.ensure_future(anext(stream))
+    state, started = StreamState(), time.monotonic()
+    stream = call.stream(state)
+    # The request goes out first; the prefix, the reply's message and run are written while
+    # the model prepares its first token, which is then relayed at once.
+    first_piece = asyncio.ensure_future(anext(stream))
     try:
         await db_call(coach_prefix_store)(call=call)
     except Exception:

@@ -19,7 +19,7 @@ from django.core.exceptions import PermissionDenied
 from pydantic import TypeAdapter, ValidationError
 
 from agents import context_ahead, services
-from agents.coach import Speculation, coach_accept, coach_run, coach_speculate
+from agents.coach import coach_accept, coach_run
 from agents.db import db_call
 from agents.observability import metrics
 from agents.schemas import UNSTORABLE_TEXT, InboundFrame, PingFrame, ResumeFrame, StopFrame, UserMessageFrame
@@ -183,32 +183,20 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 client_id=frame.client_id,
             )
             return
-        # Coach's request goes out now when this process holds what it needs; the turn is
-        # stored meanwhile, and the request kept only if it fits that turn (coach.Speculation).
-        speculation = coach_speculate(session_id=self.session_id, user_id=self.user_id, text=text)
-        handed_over = False
-        try:
-            handed_over = await self.accept_and_run(frame.client_id, text, speculation)
-        finally:
-            if speculation is not None and not handed_over:
-                speculation.discard()
+        await self.accept_and_run(frame.client_id, text)
 
-    async def accept_and_run(self, client_id: str, text: str, speculation: Speculation | None) -> bool:
-        """Store the message and start Coach; True once coach_run owns the speculation."""
+    async def accept_and_run(self, client_id: str, text: str) -> None:
+        """Store the message, queue the turn's canvas and start Coach."""
         try:
             accepted = await db_call(coach_accept)(
-                session_id=self.session_id,
-                user_id=self.user_id,
-                client_id=client_id,
-                text=text,
-                speculation=speculation,
+                session_id=self.session_id, user_id=self.user_id, client_id=client_id, text=text
             )
         except PermissionDenied:
             await self.close(code=CLOSE_FORBIDDEN)
-            return False
+            return
         except services.SessionClosedError:
             await self.send_error("session_closed", "This session has ended; start a new one to continue.")
-            return False
+            return
         except services.TurnRunningError as busy:
             # The page queues the message and sends it again when this turn is done.
             await self.send_error(
@@ -217,27 +205,26 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 turn_id=busy.turn_id,
                 client_id=client_id,
             )
-            return False
+            return
         result = accepted.result
         if result is None:
             await self.send_error(
                 "rate_limited", f"You can send {settings.COACHING_TURNS_PER_MINUTE} messages a minute; wait a moment."
             )
-            return False
+            return
         if not result.created:
             # A re-sent message: acknowledge it again, run nothing twice.
             await self.send_event(result.event)
-            return False
+            return
         turn_id = result.turn_id
         # The canvas was queued by coach_accept. Shadow reads what it needs, then waits for the
         # shared prefix Coach builds (rather than build a second one beside it) and is told when
         # it is stored, or that Coach will not build it.
         on_prepared = functools.partial(_prefix_ready_soon, turn_id) if result.pipeline_due else None
-        task = _spawn(coach_run(turn_id, accepted.call, on_prepared=on_prepared, speculation=speculation))
+        task = _spawn(coach_run(turn_id, accepted.call, on_prepared=on_prepared))
         _COACH_TASKS[turn_id] = task
         task.add_done_callback(functools.partial(_forget_coach, turn_id))
         _spawn(_expire_after_deadline(turn_id, time.time() + settings.COACHING_TURN_DEADLINE_S))
-        return True
 
     async def on_resume(self, frame: ResumeFrame) -> None:
         after_seq = frame.after_seq

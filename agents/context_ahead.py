@@ -11,11 +11,6 @@ tab's message, an erasure, a coach's edit renewed the stamp, and the turn reads 
 
 Time matters to one read: a commitment leaves the pinned list a grace period after its due
 date, so a copy is good only until the first one it holds would leave (and an hour at most).
-
-A copy also holds the ids the next coachee message and its turn will take (drawn from their
-sequences when it is read): Coach's request names both (the prefix shows the message's id, the
-request headers the turn's), so with them Coach can send it before the turn is stored
-(`claim`, coach.coach_speculate), and turn_accept creates the rows with those ids.
 """
 
 from __future__ import annotations
@@ -26,7 +21,7 @@ import threading
 from collections import OrderedDict
 from datetime import datetime, timedelta
 
-from django.db import close_old_connections, connection
+from django.db import close_old_connections
 from django.utils import timezone
 
 from agents import context, selectors, stamps, tokens, turn_cache
@@ -49,8 +44,6 @@ class Copy:
     sources: context.Sources
     board: BlackboardVersion | None  # the coachee's latest blackboard version
     session: CoachingSession  # with its coachee
-    # The next message's and turn's ids, drawn from their sequences; taken by one claim.
-    reserved: tuple[int, int] | None
 
 
 _lock = threading.Lock()
@@ -99,7 +92,6 @@ def read_ahead(*, session_id: int) -> None:
         sources=sources,
         board=board,
         session=session,
-        reserved=reserve_ids(),
     )
     with _lock:
         _copies[session_id] = copy
@@ -112,30 +104,6 @@ def read_ahead(*, session_id: int) -> None:
     head = context.shared_head(session, board.data if board else None, sources, today=now.date())
     counter = context.prefix_counter_of(turn_cache.setup_at(found[stamps.SETUP]))
     tokens.count_soon(counter.spec, [p for p in context.prefix_parts(head, sources) if p])
-
-
-def reserve_ids() -> tuple[int, int]:
-    """A message id and a turn id no other row will take (a sequence never gives one twice;
-    one never used is a gap, as after a rolled-back insert)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT nextval(pg_get_serial_sequence(%s, 'id')), nextval(pg_get_serial_sequence(%s, 'id'))",
-            [Message._meta.db_table, Turn._meta.db_table],
-        )
-        message_id, turn_id = cursor.fetchone()
-    return int(message_id), int(turn_id)
-
-
-def claim(session_id: int, at: datetime) -> Copy | None:
-    """The session's copy with its reserved ids, for one new message arriving `at` (the copy
-    kept gives them to no other message); None when there is none, it is out of date, or
-    another message already took its ids."""
-    with _lock:
-        copy = _copies.get(session_id)
-        if copy is None or copy.reserved is None or not (copy.read_at <= at < copy.good_until):
-            return None
-        _copies[session_id] = dataclasses.replace(copy, reserved=None)
-    return copy
 
 
 def with_message(sources: context.Sources, message: Message) -> context.Sources:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -208,17 +207,11 @@ def turn_accept(
     user_id: int,
     client_id: str,
     text: str,
-    ids: tuple[int, int] | None = None,
-    prefix_for: Callable[[int, turn_cache.TurnSetup], context.SharedContext | None] | None = None,
     one_turn_at_a_time: bool = False,
 ) -> AcceptResult:
     """Store the coachee's message and open a turn; a re-sent client_id changes nothing.
-    `ids`: the (message, turn) ids reserved for them (context_ahead.claim), Coach's request
-    already naming them. `prefix_for(coachee stamp, setup)`: the shared prefix that request was
-    built with, when these are the stamps it was built on; stored with the turn, so Shadow need
-    not wait for Coach to store it. `one_turn_at_a_time`: refuse (TurnRunningError) while a turn
-    of the session runs; the chat socket asks for it, fixtures that build many turns do not."""
-    message_id, turn_id = ids if ids is not None else (None, None)
+    `one_turn_at_a_time`: refuse (TurnRunningError) while a turn of the session runs; the chat
+    socket asks for it, fixtures that build many turns do not."""
     with transaction.atomic():
         session = (
             CoachingSession.objects.select_for_update(of=("self",))
@@ -249,25 +242,17 @@ def turn_accept(
             session.pk, [stamps.coachee_key(user_id), stamps.SETUP]
         )
         setup = turn_cache.setup_at(setup_version)
-        message = Message.objects.create(
-            id=message_id, session=session, seq=seq, role=Role.USER, text=text, client_id=client_id
-        )
+        message = Message.objects.create(session=session, seq=seq, role=Role.USER, text=text, client_id=client_id)
         canvas_after_coach = coach_shares_a_single_slot(setup.configs)
-        prefix = prefix_for(context_version, setup) if prefix_for is not None else None
-        if prefix is None:
-            # Counted now, in the background: Coach's prefix, built next, needs this message's count.
-            context.count_soon_in_prefix(setup, message)
+        # Counted now, in the background: Coach's prefix, built next, needs this message's count.
+        context.count_soon_in_prefix(setup, message)
         turn = Turn.objects.create(
-            id=turn_id,
             session=session,
             user_message=message,
             deadline_at=timezone.now() + timedelta(seconds=settings.COACHING_TURN_DEADLINE_S),
             context_blackboard=latest_board_version(session.pk, user_id, context_version),
             canvas_after_coach=canvas_after_coach,
-            **(prefix.turn_fields() if prefix is not None else {}),
         )
-        if prefix is not None and compaction.history_needs_compaction(prefix.dropped):
-            compaction.in_session_compaction_schedule(turn=turn)
         event = event_emit(
             session_id=session.pk,
             type="message.accepted",

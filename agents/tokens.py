@@ -63,15 +63,12 @@ class Counter:
     """Counts tokens for one endpoint; `exact` says whether its tokenizer answered."""
 
     spec: EndpointSpec | None
-    # Only what this process already counted, an estimate for the rest: no cache or server
-    # round trip (coach_speculate counts on the event loop).
-    known_only: bool = False
 
     def count(self, text: str) -> int:
         return self.count_many([text])[0]
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        return count_known(self.spec, texts) if self.known_only else count_many(self.spec, texts)
+        return count_many(self.spec, texts)
 
     def messages(self, messages: list[dict[str, str]]) -> int:
         return sum(self.count_many([m["content"] for m in messages])) + MESSAGE_OVERHEAD_TOKENS * len(messages)

@@ -138,13 +138,6 @@ def setup_at(version: int) -> TurnSetup:
     return loaded
 
 
-def setup_kept() -> tuple[int, TurnSetup] | None:
-    """(its stamp, the setup) last read in this process, with no query: current or not, only
-    turn_accept's stamp can tell (coach_speculate's request is checked against it)."""
-    with _lock:
-        return _setup_kept
-
-
 def output_remember(turn_id: int, agent: str, output: AgentOutput) -> None:
     with _lock:
         _entry(turn_id).outputs[agent] = output

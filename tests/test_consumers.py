@@ -30,11 +30,7 @@ def no_pipeline(monkeypatch: pytest.MonkeyPatch, seeded_tx: None) -> list[int]:
     started: list[int] = []
     monkeypatch.setattr(services, "_start_pipeline", started.append)
 
-    async def no_coach(
-        turn_id: int, call: Any, *, on_prepared: Callable[[], None] | None = None, speculation: Any = None
-    ) -> None:
-        if speculation is not None:
-            speculation.discard()  # its request is not wanted here either
+    async def no_coach(turn_id: int, call: Any, *, on_prepared: Callable[[], None] | None = None) -> None:
         if on_prepared is not None:
             on_prepared()  # what Coach does once its request is out: Shadow goes on
 

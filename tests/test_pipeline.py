@@ -385,7 +385,8 @@ def test_an_answer_cut_off_by_the_token_limit_is_sampled_again_with_repeats_pena
     assert run.attempts == 2
     assert run.validation_errors == ["attempt 1: the reply was cut off by the token limit"]
     first, second = sim.calls(agent="persona")
-    assert first["finish_reason"] == "length" and first["frequency_penalty"] is None
+    assert first["finish_reason"] == "length"
+    assert first["frequency_penalty"] is None
     assert second["messages_sha"] == first["messages_sha"]  # the same prompt, not the loop
     assert second["frequency_penalty"] == pipeline.LOOP_BREAKING_FREQUENCY_PENALTY
 

@@ -284,8 +284,7 @@ def coach_ended(
         completion_tokens=completion_tokens,
     )
     if first_token_at is not None:
-        # A speculative request (coach.Speculation) can answer a few ms before the turn row's
-        # time is taken: never a negative duration.
+        # Clocks of two processes: never a negative duration.
         TURN_FIRST_TOKEN_SECONDS.observe(max(0.0, first_token_at - turn_started_at))
 
 
