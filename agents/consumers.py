@@ -18,7 +18,7 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from pydantic import TypeAdapter, ValidationError
 
-from agents import context_ahead, services
+from agents import services
 from agents.coach import coach_accept, coach_run
 from agents.db import db_call
 from agents.observability import metrics
@@ -52,11 +52,6 @@ async def _expire_after_deadline(turn_id: int, deadline: float) -> None:
 
 def _prefix_ready_soon(turn_id: int) -> None:
     _spawn(asyncio.to_thread(services.shared_prefix_ready, turn_id=turn_id))
-
-
-def _read_context_ahead_soon(session_id: int, reason: object) -> None:
-    # Off the event loop and off the database threads the next message's accept needs.
-    _spawn(asyncio.to_thread(context_ahead.read_ahead_once, session_id=session_id, reason=reason))
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -108,7 +103,6 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self.channel_layer.group_add(services.user_group(self.user_id), self.channel_name)
         await self.accept()
         metrics.ws_connected()
-        _read_context_ahead_soon(session_id, ("socket", self.channel_name))
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "session_id"):
@@ -272,8 +266,6 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if message["event"].get("status") == "stopped":
             _cancel_coach(message["event"]["turn_id"])
         await self.relay(message)
-        # The coachee reads the answer now: the next turn's context is read meanwhile.
-        _read_context_ahead_soon(self.session_id, ("turn", message["event"]["turn_id"]))
 
 
 def _forget_coach(turn_id: int, _task: asyncio.Task[None]) -> None:

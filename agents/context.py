@@ -191,7 +191,7 @@ def load_sources(turn: Turn) -> Sources:
 
 def read_sources(session: CoachingSession, *, user_seq: int | None, at: datetime) -> Sources:
     """What a turn started `at` reads, its coachee message at `user_seq` the newest of the
-    history (None: every message so far, for context_ahead's copy)."""
+    history (None: every message so far)."""
     coachee_id = session.coachee_id
     in_session_summaries = SessionSummary.objects.filter(
         session=session, scope=SummaryScope.IN_SESSION, status=SummaryStatus.VERIFIED
@@ -398,13 +398,10 @@ def prefix_parts(head: str, sources: Sources) -> list[str]:
     ]
 
 
-def build_shared_context(
-    turn: Turn, *, budget: int, counter: Counter | None = None, sources: Sources | None = None
-) -> SharedContext:
-    """The shared system message of a turn; the same input always gives the same text.
-    `sources`: read ahead (context_ahead), else read now."""
+def build_shared_context(turn: Turn, *, budget: int, counter: Counter | None = None) -> SharedContext:
+    """The shared system message of a turn; the same input always gives the same text."""
     counter = counter or counter_for(None)
-    sources = sources or load_sources(turn)
+    sources = load_sources(turn)
     board = turn.context_blackboard.data if turn.context_blackboard else None
     head = shared_head(turn.session, board, sources, today=turn.started_at.date())
     history = sources.history

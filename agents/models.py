@@ -762,11 +762,8 @@ class ChangeStamp(models.Model):
     a process can keep a copy and check it with one number instead of reading it all again.
     Versions come from one sequence: never given twice, even after the table is emptied.
 
-    Keys: "setup" (agent configs, endpoints, prompts, moves, crisis patterns: renewed in the
-    writing statement) and "coachee:<id>" (what a turn's shared prefix reads about the coachee:
-    messages, summaries, sessions, predictions, blackboard versions, Stability's runs: renewed when the writing
-    transaction commits, so the stamp row is locked last and never in an order that could
-    deadlock)."""
+    One key: "setup" (agent configs, endpoints, prompts, moves, crisis patterns: renewed in the
+    writing statement). Migration 0026 dropped the per-coachee stamps."""
 
     key = models.CharField(max_length=40, primary_key=True)
     version = models.BigIntegerField(default=0)

@@ -25,7 +25,6 @@ from pydantic import ValidationError
 from agents import (
     blackboard,
     compaction,
-    context_ahead,
     handoff,
     predictions,
     quality,
@@ -135,14 +134,9 @@ def stored_shared_context(turn: Turn) -> SharedContext | None:
 
 
 def shared_context_build(turn: Turn) -> SharedContext:
-    """Build the turn's prefix (not stored yet), from the sources read ahead when they are current."""
+    """Build the turn's prefix (not stored yet)."""
     configs = list(turn_cache.setup_for(turn.pk).configs.values())
-    return build_shared_context(
-        turn,
-        budget=shared_budget(configs),
-        counter=prefix_counter(turn.pk),
-        sources=context_ahead.sources_for(turn),
-    )
+    return build_shared_context(turn, budget=shared_budget(configs), counter=prefix_counter(turn.pk))
 
 
 def shared_context_store(turn: Turn, shared: SharedContext) -> SharedContext:

@@ -29,7 +29,6 @@ from agents import (
     blackboard,
     compaction,
     context,
-    context_ahead,
     handoff,
     layer,
     rendering,
@@ -238,9 +237,7 @@ def turn_accept(
             )
             if (running_id := running.first()) is not None:
                 raise TurnRunningError(running_id)
-        seq, (context_version, setup_version) = stamps.next_seq_with_versions(
-            session.pk, [stamps.coachee_key(user_id), stamps.SETUP]
-        )
+        seq, (setup_version,) = stamps.next_seq_with_versions(session.pk, [stamps.SETUP])
         setup = turn_cache.setup_at(setup_version)
         message = Message.objects.create(session=session, seq=seq, role=Role.USER, text=text, client_id=client_id)
         canvas_after_coach = coach_shares_a_single_slot(setup.configs)
@@ -250,7 +247,7 @@ def turn_accept(
             session=session,
             user_message=message,
             deadline_at=timezone.now() + timedelta(seconds=settings.COACHING_TURN_DEADLINE_S),
-            context_blackboard=latest_board_version(session.pk, user_id, context_version),
+            context_blackboard=selectors.latest_blackboard(coachee_id=user_id),
             canvas_after_coach=canvas_after_coach,
         )
         event = event_emit(
@@ -266,14 +263,8 @@ def turn_accept(
         if signal is not None:
             crisis_answer(turn=turn, signal=signal)
     # Committed: Coach, next on this thread, starts from these rows instead of reading them again.
-    turn_cache.turn_remember(turn, setup=setup, context_version=context_version)
+    turn_cache.turn_remember(turn, setup=setup)
     return AcceptResult(turn.pk, message.pk, created=True, event=event, pipeline_due=not canvas_after_coach)
-
-
-def latest_board_version(session_id: int, coachee_id: int, context_version: int) -> BlackboardVersion | None:
-    """The blackboard version a new turn starts from: the read-ahead copy's when it is current."""
-    known, board = context_ahead.latest_board(session_id, context_version)
-    return board if known else selectors.latest_blackboard(coachee_id=coachee_id)
 
 
 def pipeline_start(*, turn_id: int) -> None:

@@ -1,5 +1,5 @@
-"""Change stamps (models.ChangeStamp): one number that says whether a process's copy of
-something (the agents' setup, a coachee's context sources) is still current.
+"""Change stamps (models.ChangeStamp): one number that says whether a process's copy of the
+agents' setup is still current.
 
 PostgreSQL triggers renew them (migration 0015); nothing in Python writes them.
 """
@@ -11,10 +11,6 @@ from django.db import connection
 from agents.models import ChangeStamp, CoachingSession
 
 SETUP = "setup"
-
-
-def coachee_key(coachee_id: int) -> str:
-    return f"coachee:{coachee_id}"
 
 
 def versions(keys: list[str]) -> dict[str, int]:

@@ -18,8 +18,7 @@ their preludes at ~20 ms each, most of it these reads.
   a step in another process, or one missing an output, reads the database instead.
 - `turn_remember` / `running_turn`: the Turn row with its shared prefix built, for the steps that
   only read it (Coach, the trio). Its status is always read fresh: a stopped or expired turn is
-  never run from here. Steps that change the turn (Synth) load their own. turn_accept also
-  keeps the coachee's change stamp it read (`context_version_seen`, for context_ahead).
+  never run from here. Steps that change the turn (Synth) load their own.
 
 Bounded (the most recent turns only) and safe for the worker's threads.
 """
@@ -65,7 +64,6 @@ class _Entry:
     setup: TurnSetup | None = None
     outputs: dict[str, AgentOutput] = field(default_factory=dict)
     turn: Turn | None = None
-    context_version: int | None = None
 
 
 _lock = threading.Lock()
@@ -155,23 +153,14 @@ def output_for(turn_id: int, agent: str) -> AgentOutput | None:
         return entry.outputs.get(agent) if entry is not None else None
 
 
-def turn_remember(turn: Turn, *, setup: TurnSetup | None = None, context_version: int | None = None) -> None:
+def turn_remember(turn: Turn, *, setup: TurnSetup | None = None) -> None:
     """Keep a committed turn, loaded with its session, coachee and user message (read-only),
-    and, from turn_accept, the setup it starts with and the coachee's change stamp it read."""
+    and, from turn_accept, the setup it starts with."""
     with _lock:
         entry = _entry(turn.pk)
         entry.turn = turn
         if setup is not None and entry.setup is None:
             entry.setup = setup
-        if context_version is not None:
-            entry.context_version = context_version
-
-
-def context_version_seen(turn_id: int) -> int | None:
-    """The coachee's change stamp as turn_accept read it in this process, if it did."""
-    with _lock:
-        entry = _turns.get(turn_id)
-        return entry.context_version if entry is not None else None
 
 
 def running_turn(turn_id: int, load: Callable[[int], Turn]) -> Turn | None:

@@ -28,7 +28,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from agents import context_ahead, handoff, pipeline, services, throttle, turn_cache
+from agents import handoff, pipeline, services, throttle, turn_cache
 from agents.llm import breaker, limits
 from agents.llm.simulator import SimulatorServer
 from agents.models import AgentConfig, CoachingSession, ModelEndpoint, Turn
@@ -89,7 +89,6 @@ def _fresh_address_throttles() -> None:
 def _fresh_turn_cache() -> None:
     # Each test sets up its own agents and prompts: nothing kept from an earlier test's turns.
     turn_cache.clear()
-    context_ahead.clear()
 
 
 @pytest.fixture
