@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,14 +43,7 @@ from agents.models import (
     Turn,
 )
 from agents.observability import hooks as observe
-from agents.pipeline import (
-    catalog_text,
-    load_turn,
-    request_headers,
-    shared_context_build,
-    shared_context_store,
-    stored_shared_context,
-)
+from agents.pipeline import catalog_text, load_turn, request_headers, turn_prefix_store, turn_shared_context
 from agents.prompts import render_prompt
 from agents.transactions import bookkeeping_atomic
 from agents.turn_cache import TurnSetup
@@ -84,9 +77,8 @@ class CoachCall:
     extra_body: dict[str, Any]
     deadline: float
     run_inputs: dict[str, Any]  # what Coach's AgentRun records about its inputs
-    shared: SharedContext  # the turn's shared prefix (stored by coach_prefix_store when Coach built it)
+    shared: SharedContext  # the turn's shared prefix, stored on the turn by coach_accept
     context_budget: int
-    prefix_built: bool  # Coach built the prefix: it stores it once its request is out
     turn: Turn  # as coach_prepare read it (read-only)
     # The endpoint's breaker, asked in coach_prepare's thread (no thread hop before the request).
     circuit_open: LLMCircuitOpen | None
@@ -151,9 +143,8 @@ def previous_blocked_moves(turn: Turn) -> list[str]:
 
 
 def coach_prepare(*, turn_id: int) -> CoachCall | None:
-    """Everything Coach's request needs, read from the database and nothing written: when
-    Coach builds the turn's shared prefix, coach_prefix_store stores it after the request is
-    out. None when Coach does not run."""
+    """Everything Coach's request needs, read from the database and nothing written. None when
+    Coach does not run."""
     turn = turn_cache.running_turn(turn_id, load_turn)
     if turn is None:
         return None
@@ -165,21 +156,13 @@ def coach_prepare(*, turn_id: int) -> CoachCall | None:
     # gets the request; refused only when every one is open.
     routes, refusal = first_available(routes_for(config))
     circuit_open = refusal if isinstance(refusal, LLMCircuitOpen) else None
-    stored = stored_shared_context(turn)
-    shared = stored or shared_context_build(turn)
-    # Read by the build when Coach built the prefix (the usual case), else once more here.
+    shared = turn_shared_context(turn)
+    # Read by the build when it ran in this process (the usual case), else once more here.
     blocked = (
         shared.previous_blocked_moves if shared.previous_blocked_moves is not None else previous_blocked_moves(turn)
     )
     call = _call_for(
-        turn,
-        setup,
-        shared,
-        blocked,
-        deadline=turn.deadline_at.timestamp(),
-        prefix_built=stored is None,
-        circuit_open=circuit_open,
-        routes=routes,
+        turn, setup, shared, blocked, deadline=turn.deadline_at.timestamp(), circuit_open=circuit_open, routes=routes
     )
     return coach_gate_prepare(call, setup)
 
@@ -201,7 +184,6 @@ def _call_for(
     blocked: list[str],
     *,
     deadline: float,
-    prefix_built: bool,
     circuit_open: LLMCircuitOpen | None = None,
     routes: list[Route] | None = None,
 ) -> CoachCall:
@@ -227,7 +209,6 @@ def _call_for(
         deadline=deadline,
         shared=shared,
         context_budget=config.context_budget,
-        prefix_built=prefix_built,
         turn=turn,
         circuit_open=circuit_open,
         routes=routes,
@@ -242,16 +223,6 @@ def _call_for(
             "prompt_values": values,
         },
     )
-
-
-def coach_prefix_store(*, call: CoachCall) -> None:
-    """Store the prefix Coach built, for the turn's other agents (Shadow waits for it)."""
-    if not call.prefix_built:
-        return
-    stored = shared_context_store(call.turn, call.shared)
-    if stored.text != call.shared.text:
-        # Shadow stopped waiting and stored its own build first: the others see that one.
-        logger.info("coach's prefix on turn %s differs from the stored one", call.turn_id)
 
 
 def coach_record_start(*, call: CoachCall) -> None:
@@ -391,9 +362,12 @@ class Accepted:
 
 
 def coach_accept(*, session_id: int, user_id: int, client_id: str, text: str) -> Accepted:
-    """The rate limit, turn_accept, queuing the canvas and Coach's preparation, in one call on
-    a database thread (each hop from the event loop to it and back cost about a millisecond
-    before Coach's first token).
+    """The rate limit, turn_accept, the turn's shared prefix, queuing the canvas and Coach's
+    preparation, in one call on a database thread (each hop from the event loop to it and back
+    cost about a millisecond before Coach's first token).
+
+    The prefix is built and stored here, once, before anything reads it: Coach's request and
+    every agent of the canvas start from the same text (and vLLM's prefix cache holds it once).
 
     The canvas is queued here, before Coach's preparation rather than beside it from another
     thread: on two cores the two competed for the interpreter (benchmark: Shadow's call 8 ms
@@ -406,6 +380,7 @@ def coach_accept(*, session_id: int, user_id: int, client_id: str, text: str) ->
     )
     if not result.created:
         return Accepted(result)
+    turn_prefix_store(result.turn_id)
     if result.pipeline_due:
         services.pipeline_start(turn_id=result.turn_id)
     try:
@@ -417,46 +392,17 @@ def coach_accept(*, session_id: int, user_id: int, client_id: str, text: str) ->
     return Accepted(result, call)
 
 
-async def coach_run(turn_id: int, call: CoachCall | None, *, on_prepared: Callable[[], None] | None = None) -> None:
-    """Send Coach's prepared request (coach_accept) and relay the reply to the session's group.
-
-    `on_prepared` is called once (even when this is cancelled) when the turn's shared prefix is
-    stored, just after Coach's request goes out, or Coach does not build it (`call` is None):
-    Shadow, waiting for it, does not build it again."""
-    prepared = _Once(on_prepared)
-    try:
-        await _coach_run(turn_id, call, prepared)
-    finally:
-        prepared()
-
-
-class _Once:
-    def __init__(self, callback: Callable[[], None] | None) -> None:
-        self.callback = callback
-
-    def __call__(self) -> None:
-        callback, self.callback = self.callback, None
-        if callback is not None:
-            callback()
-
-
-async def _coach_run(turn_id: int, call: CoachCall | None, on_prepared: _Once) -> None:
+async def coach_run(turn_id: int, call: CoachCall | None) -> None:
+    """Send Coach's prepared request (coach_accept) and relay the reply to the session's group."""
     if call is None:
-        on_prepared()
         await degraded_notice_if_open(turn_id)
         await db_call(services.turn_canvas_after_coach)(turn_id=turn_id)
         return
     state, started = StreamState(), time.monotonic()
     stream = call.stream(state)
-    # The request goes out first; the prefix, the reply's message and run are written while
-    # the model prepares its first token, which is then relayed at once.
+    # The request goes out first; the reply's message and run are written while the model
+    # prepares its first token, which is then relayed at once.
     first_piece = asyncio.ensure_future(anext(stream))
-    try:
-        await db_call(coach_prefix_store)(call=call)
-    except Exception:
-        logger.exception("coach could not store the prefix of turn %s", turn_id)  # Shadow builds its own
-    finally:
-        on_prepared()
     try:
         await db_call(coach_record_start)(call=call)
     except BaseException as exc:

@@ -50,10 +50,6 @@ async def _expire_after_deadline(turn_id: int, deadline: float) -> None:
     await db_call(services.turn_expire)(turn_id=turn_id)
 
 
-def _prefix_ready_soon(turn_id: int) -> None:
-    _spawn(asyncio.to_thread(services.shared_prefix_ready, turn_id=turn_id))
-
-
 class ChatConsumer(AsyncWebsocketConsumer):
     session_id: int
     user_id: int
@@ -211,11 +207,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.send_event(result.event)
             return
         turn_id = result.turn_id
-        # The canvas was queued by coach_accept. Shadow reads what it needs, then waits for the
-        # shared prefix Coach builds (rather than build a second one beside it) and is told when
-        # it is stored, or that Coach will not build it.
-        on_prepared = functools.partial(_prefix_ready_soon, turn_id) if result.pipeline_due else None
-        task = _spawn(coach_run(turn_id, accepted.call, on_prepared=on_prepared))
+        task = _spawn(coach_run(turn_id, accepted.call))
         _COACH_TASKS[turn_id] = task
         task.add_done_callback(functools.partial(_forget_coach, turn_id))
         _spawn(_expire_after_deadline(turn_id, time.time() + settings.COACHING_TURN_DEADLINE_S))

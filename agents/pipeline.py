@@ -25,7 +25,6 @@ from pydantic import ValidationError
 from agents import (
     blackboard,
     compaction,
-    handoff,
     predictions,
     quality,
     reply_gate,
@@ -84,9 +83,6 @@ OutputT = TypeVar("OutputT", bound=AgentOutput)
 # Shares of the turn's deadline by which each stage must be done. Each LLM call's timeout
 # is capped by its stage's, so one hung agent costs its stage, never the whole turn.
 STAGE_SHARES = {"shadow": 0.3, "specialists": 0.65, "synth": 0.95}
-# How long Shadow waits for the shared prefix Coach builds (tens of ms normally); past it
-# Shadow builds the prefix itself.
-PREFIX_WAIT_S = 3.0
 # Below this many seconds before a stage deadline, a retry is not worth starting.
 MIN_CALL_SECONDS = 0.5
 REPAIR_INSTRUCTION = (
@@ -117,9 +113,20 @@ def stage_deadline(turn: Turn, stage: str) -> float:
 
 
 def turn_shared_context(turn: Turn) -> SharedContext:
-    """The turn's shared prefix: built once (by the first step that needs it, normally Coach)
-    and stored on the Turn, so later steps load it with the turn instead of rebuilding it."""
+    """The turn's shared prefix: built once (on accept, turn_prefix_store) and stored on the
+    Turn, so every step loads it with the turn instead of rebuilding it."""
     return stored_shared_context(turn) or shared_context_store(turn, shared_context_build(turn))
+
+
+def turn_prefix_store(turn_id: int) -> None:
+    """Build the turn's shared prefix and store it on the turn as it is accepted, before Coach's
+    request and the canvas are sent. Should that fail, the first step that needs it builds it."""
+    try:
+        turn = turn_cache.running_turn(turn_id, load_turn)
+        if turn is not None:
+            turn_shared_context(turn)
+    except Exception:
+        logger.exception("could not build the shared prefix of turn %s on accept", turn_id)
 
 
 def stored_shared_context(turn: Turn) -> SharedContext | None:
@@ -341,11 +348,9 @@ def run_json_agent(
     deadline: float,
     round: int = 1,
     extra_instructions: str = "",
-    before_call: Callable[[], None] | None = None,
 ) -> JsonCallResult:
     """Run one JSON agent once per (turn, agent, round), recording everything on its AgentRun,
-    including the inputs a replay needs (placeholder values, additions, allowed values).
-    `before_call` runs once everything is read and written, just before the model call."""
+    including the inputs a replay needs (placeholder values, additions, allowed values)."""
     schema = OUTPUT_SCHEMAS[agent]
     setup = turn_cache.setup_for(turn.pk)
     config, prompt = setup.config(agent), setup.prompt(agent)
@@ -388,8 +393,6 @@ def run_json_agent(
         return _record_failure(run, turn, started, f"prompt v{prompt.version} cannot be filled: {exc}", attempts=0)
 
     messages = agent_messages(shared, instructions)
-    if before_call is not None:
-        before_call()
     answer = complete_structured(
         agent=agent,
         config=config,
@@ -588,33 +591,13 @@ def output_as(outputs: dict[str, AgentOutput], agent: str, schema: type[OutputT]
 # --- Stages ------------------------------------------------------------------------------
 
 
-def prefix_wait(turn: Turn) -> None:
-    """Shadow is queued when the turn is accepted, while Coach builds the shared prefix: wait
-    for it (handoff.py) rather than build a second one beside it. Past PREFIX_WAIT_S (Daphne
-    gone mid-build) Shadow builds it itself."""
-    if turn.shared_tokens is not None:
-        return
-
-    def stored() -> bool:
-        return Turn.objects.filter(pk=turn.pk, shared_tokens__isnull=False).exists()
-
-    if handoff.wait(turn.pk, handoff.PREFIX, Agent.SHADOW, deadline=time.time() + PREFIX_WAIT_S, done=stored):
-        turn.refresh_from_db(fields=TURN_PREFIX_FIELDS)
-
-
-def shadow_step(*, turn_id: int, prefix_from_coach: bool = False, before_call: Callable[[], None] | None = None) -> str:
-    """Shadow's run, the handoff to the trio (once the run is committed), its blackboard write.
-    `prefix_from_coach`: queued while Coach builds the shared prefix, so read the rest first
-    and then wait for it. `before_call` runs just before Shadow's model call (the task queues
-    the trio there, so the specialists' reads overlap Shadow's model time, not its preparation)."""
+def shadow_step(*, turn_id: int) -> str:
+    """Shadow's run, then its blackboard write and the predictions it resolves."""
     turn = turn_cache.running_turn(turn_id, load_turn)
     if turn is None:
         return "skipped"
     # Predictions from earlier sessions that the coachee may now report on (Shadow's own part).
     open_predictions = predictions.open_for_resolution(turn=turn)
-    turn_cache.setup_for(turn.pk)  # read now, while Coach builds the prefix
-    if prefix_from_coach:
-        prefix_wait(turn)
     shared = turn_shared_context(turn)
     turn_cache.turn_remember(turn)  # the trio reads the same row, prefix included
     result = run_json_agent(
@@ -625,14 +608,9 @@ def shadow_step(*, turn_id: int, prefix_from_coach: bool = False, before_call: C
         enums={"message_ids": shared.message_ids, "open_predictions": [p.pk for p in open_predictions]},
         deadline=stage_deadline(turn, "shadow"),
         extra_instructions=predictions.resolution_instructions(open_predictions),
-        before_call=before_call,
     )
     if isinstance(result.output, ShadowOutput):
         turn_cache.output_remember(turn.pk, Agent.SHADOW, result.output)  # for the trio, if here
-        # Shadow's run is committed: all the trio needs (the blackboard is for later turns, whose
-        # context is read after this turn ends; written first, Shadow's run end -> a specialist's
-        # run start was 20.8 ms against 12.5, quick benchmark).
-        handoff.give(turn.pk, handoff.SHADOW, SPECIALISTS)
         blackboard_write(turn=turn, shadow=result.output, run=result.run)
         predictions.ledger_record(turn=turn, shadow=result.output, run=result.run)
         predictions.resolutions_apply(turn=turn, shadow=result.output)
@@ -691,20 +669,8 @@ def latest_persona_profile(turn: Turn) -> str:
     return ", ".join(f"{trait} {score['score']}±{score['uncertainty']}" for trait, score in ocean.items())
 
 
-def shadow_wait(turn: Turn, agent: str) -> None:
-    """Wait for Shadow's committed findings (handoff.py), until Shadow's stage deadline at most;
-    then go on without them, as when Shadow fails."""
-
-    def shadow_ended() -> bool:
-        runs = AgentRun.objects.filter(turn=turn, agent=Agent.SHADOW, round=1)
-        return runs.exclude(status=RunStatus.RUNNING).exists()
-
-    handoff.wait(turn.pk, handoff.SHADOW, agent, deadline=stage_deadline(turn, "shadow"), done=shadow_ended)
-
-
-def specialist_step(*, turn_id: int, agent: str, after_shadow: bool = False) -> str:
-    """One specialist's run. `after_shadow`: queued while Shadow runs (the canvas), so it reads
-    its inputs first and then waits for Shadow's findings before its model call."""
+def specialist_step(*, turn_id: int, agent: str) -> str:
+    """One specialist's run, with Shadow's findings when Shadow succeeded."""
     if agent not in SPECIALISTS:
         raise ValueError(f"{agent} is not a specialist")
     turn = turn_cache.running_turn(turn_id, load_turn)  # kept by Shadow when it ran in this process
@@ -717,10 +683,6 @@ def specialist_step(*, turn_id: int, agent: str, after_shadow: bool = False) -> 
         values = {"moves": catalog_text(catalog), "persona_profile": latest_persona_profile(turn)}
     elif agent == Agent.STABILITY:
         values = {"moves": catalog_text(catalog)}
-    if after_shadow:
-        shadow_wait(turn, agent)
-        if turn_cache.running_turn(turn_id, load_turn) is None:  # stopped or expired meanwhile
-            return "skipped"
     enums: dict[str, list[Any]] = {"message_ids": shared.message_ids, "moves": list(catalog)}
     result = run_json_agent(
         turn=turn,
@@ -865,37 +827,15 @@ def coach_reply_text(turn_id: int) -> str:
     return str(found[0])
 
 
-def trio_wait(turn: Turn) -> None:
-    """Synth is queued with the trio: wait for the three specialists to end (handoff.py), until
-    the specialists' stage deadline at most; then go on with what succeeded (partial fan-in)."""
-
-    def trio_ended() -> bool:
-        runs = AgentRun.objects.filter(turn=turn, agent__in=SPECIALISTS, round=1)
-        return runs.exclude(status=RunStatus.RUNNING).count() == len(SPECIALISTS)
-
-    handoff.wait(
-        turn.pk,
-        handoff.TRIO,
-        Agent.SYNTH,
-        deadline=stage_deadline(turn, "specialists"),
-        done=trio_ended,
-        tokens=len(SPECIALISTS),
-    )
-
-
-def synth_step(*, turn_id: int, after_trio: bool = False) -> str:
-    """Arbitration, Synth, the critic gate and delivery. `after_trio`: queued with the trio, so
-    read what does not depend on it first, then wait for the three specialists."""
+def synth_step(*, turn_id: int) -> str:
+    """Arbitration over what Shadow and the three specialists produced, Synth, the critic gate
+    and delivery."""
     # The row kept by Shadow's step when it ran in this process.
     turn = turn_cache.running_turn(turn_id, load_turn)
     if turn is None:
         return "skipped"
     shared = turn_shared_context(turn)
     catalog = turn_cache.setup_for(turn.pk).catalog
-    if after_trio:
-        trio_wait(turn)
-        if turn_cache.running_turn(turn_id, load_turn) is None:  # ended meanwhile (deadline, Stop)
-            return "skipped"
     # Kept by the steps that produced them when they ran in this process; else all from the database.
     outputs = turn_cache.outputs_for(turn.pk)
     if len(outputs) < 1 + len(SPECIALISTS):
@@ -979,5 +919,4 @@ def synth_step(*, turn_id: int, after_trio: bool = False) -> str:
         with bookkeeping_atomic():
             Turn.objects.filter(pk=turn.pk).update(critic_result=critic_results)
     turn_cache.forget(turn.pk)
-    handoff.forget(turn.pk)
     return "delivered" if delivered else "stale"

@@ -29,7 +29,6 @@ from agents import (
     blackboard,
     compaction,
     context,
-    handoff,
     layer,
     rendering,
     safety,
@@ -194,9 +193,8 @@ class AcceptResult:
     message_id: int
     created: bool
     event: dict[str, Any]
-    # The caller starts the Celery canvas (pipeline_start) now, and tells Shadow once Coach has
-    # built the shared prefix (shared_prefix_ready). False when the canvas waits for Coach's
-    # whole reply (one shared single-slot endpoint) or the message was a re-send.
+    # The caller starts the Celery canvas (pipeline_start) now. False when the canvas waits for
+    # Coach's whole reply (one shared single-slot endpoint) or the message was a re-send.
     pipeline_due: bool = False
 
 
@@ -289,11 +287,6 @@ def turn_fallback(*, turn_id: int, reason: str, missing: list[str]) -> bool:
     return turn_finish(
         turn_id=turn_id, reply=FALLBACK_REPLY, fallback=True, degraded=True, flag_reason=reason, missing=missing
     )
-
-
-def shared_prefix_ready(*, turn_id: int) -> None:
-    """Coach has stored the turn's shared prefix, or will not build it: Shadow goes on."""
-    handoff.give(turn_id, handoff.PREFIX, ["shadow"])
 
 
 def crisis_answer(*, turn: Turn, signal: safety.CrisisSignal) -> None:

@@ -38,9 +38,9 @@ FIGURES: tuple[tuple[str, str], ...] = (
     ("coach_call_start_ms", "send -> Coach model call (ms)"),
     ("shadow_call_start_ms", "send -> Shadow model call (ms)"),
     ("gap_shadow_to_specialists_ms", "Shadow call end -> 1st specialist call (ms)"),
-    ("handoff_shadow_to_specialists_ms", "  of which run end -> run start (ms)"),
+    ("stage_shadow_to_specialists_ms", "  of which run end -> run start (ms)"),
     ("gap_specialists_to_synth_ms", "last specialist call end -> Synth call (ms)"),
-    ("handoff_specialists_to_synth_ms", "  of which run end -> run start (ms)"),
+    ("stage_specialists_to_synth_ms", "  of which run end -> run start (ms)"),
     ("gap_synth_to_critic_ms", "Synth call end -> critic call (ms)"),
     ("delivery_ms", "last call end -> turn.done received (ms)"),
     ("agent_pre_call_ms", "agent run start -> its model call (ms)"),
@@ -246,10 +246,10 @@ def turn_figures(
             gap(call_time("synth", "received_at"), max((e for e in ends if e is not None), default=None))
         ),
         "coach_run_created_ms": _ms(gap(run_time("coach", "started_at"), sent.sent_at)),
-        "handoff_shadow_to_specialists_ms": _ms(
+        "stage_shadow_to_specialists_ms": _ms(
             gap(min(spec_run_starts, default=None), run_time("shadow", "finished_at"))
         ),
-        "handoff_specialists_to_synth_ms": _ms(
+        "stage_specialists_to_synth_ms": _ms(
             gap(run_time("synth", "started_at"), max(spec_run_ends, default=None) if len(spec_run_ends) == 3 else None)
         ),
         "agent_pre_call_ms": [round(v * 1000.0, 1) for v in pre_call],

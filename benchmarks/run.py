@@ -331,13 +331,12 @@ def foreign_workers() -> list[str]:
 
 
 def thread_seconds(turn: dict[str, Any]) -> float:
-    """How long one turn holds worker threads: Shadow its call; each specialist, queued as
-    Shadow's call starts, Shadow's call and its own; Synth, queued with them, Shadow's, the
-    slowest specialist's, its own and the critic's (handoff.py)."""
+    """How long one turn holds worker threads: each task only its own step (the canvas queues
+    the next stage when one ends: nothing is queued early to wait)."""
     shadow = turn["shadow_ms"] or 0
     specialists = [v or 0 for v in turn["specialists_ms"].values()] or [0]
     synth = (turn["synth_ms"] or 0) + (turn["critic_ms"] or 0)
-    held = shadow + sum(shadow + s for s in specialists) + shadow + max(specialists) + synth
+    held = shadow + sum(specialists) + synth
     return held / 1000
 
 

@@ -28,7 +28,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from agents import handoff, pipeline, services, throttle, turn_cache
+from agents import pipeline, services, throttle, turn_cache
 from agents.llm import breaker, limits
 from agents.llm.simulator import SimulatorServer
 from agents.models import AgentConfig, CoachingSession, ModelEndpoint, Turn
@@ -405,6 +405,4 @@ def turn(seeded: None, sim: SimulatorServer, monkeypatch: pytest.MonkeyPatch) ->
     accepted = services.turn_accept(
         session_id=session.pk, user_id=user.pk, client_id="c-1", text="I keep skipping my runs."
     )
-    # Turn ids repeat across test databases: nothing left in Redis by an earlier run's turn.
-    handoff.forget(accepted.turn_id)
     return pipeline.load_turn(accepted.turn_id)

@@ -25,7 +25,7 @@ from benchmarks.stack import REDIS_BUSY_EXIT
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 ROOT = Path(__file__).resolve().parent.parent
-# Figures every finished turn has; the rest (e.g. handoffs) need the matching stages to run.
+# Figures every finished turn has; the rest (e.g. the gaps between stages) need the matching stages to run.
 CORE_FIGURES = (
     "coach_first_token_app_ms",
     "wall_ms",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -30,9 +29,8 @@ def no_pipeline(monkeypatch: pytest.MonkeyPatch, seeded_tx: None) -> list[int]:
     started: list[int] = []
     monkeypatch.setattr(services, "_start_pipeline", started.append)
 
-    async def no_coach(turn_id: int, call: Any, *, on_prepared: Callable[[], None] | None = None) -> None:
-        if on_prepared is not None:
-            on_prepared()  # what Coach does once its request is out: Shadow goes on
+    async def no_coach(turn_id: int, call: Any) -> None:
+        return None
 
     monkeypatch.setattr("agents.consumers.coach_run", no_coach)
     return started

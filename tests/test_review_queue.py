@@ -12,7 +12,7 @@ from django.core.exceptions import PermissionDenied
 from django.test import Client
 from django.urls import reverse
 
-from agents import handoff, pipeline, selectors, services, services_feedback
+from agents import pipeline, selectors, services, services_feedback
 from agents.llm.simulator import SimulatorServer
 from agents.models import AnswerFeedback, PromptVersion, QualityFinding, Turn
 from tests.conftest import CLEAN_CRITIC, make_coachee, point_agents_at
@@ -51,7 +51,6 @@ def run(seeded: None, sim: SimulatorServer, monkeypatch: pytest.MonkeyPatch) -> 
         accepted = services.turn_accept(
             session_id=session.pk, user_id=coachee.pk, client_id=f"c{Turn.objects.count()}", text=text
         )
-        handoff.forget(accepted.turn_id)
         if replies:
             sim.configure(
                 agents={

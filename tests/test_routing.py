@@ -19,7 +19,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from agents import coach, handoff, pipeline, services
+from agents import coach, pipeline, services
 from agents.llm import breaker, embedded, limits
 from agents.llm.routing import cache_salt_for
 from agents.llm.schema import extra_body_for
@@ -303,7 +303,6 @@ def new_turn(username: str) -> Turn:
     user = make_coachee(username)
     session = session_start(user_id=user.pk)
     accepted = services.turn_accept(session_id=session.pk, user_id=user.pk, client_id="c-1", text="I skip my runs.")
-    handoff.forget(accepted.turn_id)  # turn ids repeat across test databases
     return pipeline.load_turn(accepted.turn_id)
 
 
