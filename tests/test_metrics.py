@@ -234,6 +234,10 @@ async def test_a_turn_on_the_real_stack_shows_in_the_scrape(live_stack: LiveStac
     session, client = await run_turn(live_stack, text=f"I keep planning to run and never do. {canary}")
     try:
         done = await client.until(lambda e: e["type"] == "turn.done", timeout_s=60)
+        # Coach's stream may end after the full answer (it runs beside the canvas): the resume
+        # below must find every event of the turn stored, or it replays one fewer than counted.
+        if not any(e["type"] == "coach.done" for e in client.events):
+            await client.until(lambda e: e["type"] == "coach.done", timeout_s=30)
         open_now = parse(await asyncio.to_thread(scrape, live_stack))
         await client.send("this is not JSON")
         await client.until(lambda e: e["type"] == "error" and e["code"] == "invalid_frame")
