@@ -25,7 +25,6 @@ from agents import quality, reply_gate, selectors, services, tokens, turn_cache
 from agents.context import (
     SharedContext,
     agent_messages,
-    reply_count_ahead,
 )
 from agents.db import db_call
 from agents.llm.client import EndpointSpec, StreamState, chat_stream
@@ -307,9 +306,6 @@ def coach_end(
                 action=QualityFinding.Action.WITHHELD if call.hold else QualityFinding.Action.WITHDRAWN,
             )
         services.turn_canvas_after_coach(turn_id=call.turn_id)
-        transaction.on_commit(
-            lambda: reply_count_ahead(turn_id=call.turn_id, message_id=call.message_id, role=Role.COACH, text=shown)
-        )
         services.event_emit(
             session_id=call.session_id,
             type="coach.done",

@@ -37,7 +37,7 @@ from typing import Any
 from django.db.models import F, QuerySet, Window
 from django.db.models.functions import RowNumber
 
-from agents import blackboard, selectors, tokens, turn_cache
+from agents import blackboard, selectors, turn_cache
 from agents.llm.client import EndpointSpec
 from agents.models import (
     Agent,
@@ -344,19 +344,6 @@ def prefix_counter_of(setup: TurnSetup) -> Counter:
     and warms the server's prefix cache for the others."""
     shadow = setup.configs.get(Agent.SHADOW)
     return counter_for(EndpointSpec.from_endpoint(shadow.endpoint) if shadow else None)
-
-
-def count_soon_in_prefix(setup: TurnSetup, message: Message) -> None:
-    """The coachee's message was just stored: count its history line in the background, so
-    Coach's prefix, built next, finds the count done (or in flight)."""
-    tokens.count_soon(prefix_counter_of(setup).spec, [_message_line(message)])
-
-
-def reply_count_ahead(*, turn_id: int, message_id: int, role: str, text: str) -> None:
-    """A reply was just stored: count its history line now, in the background, so the next
-    turn's build (before Coach's first token) finds the count in the caches."""
-    if text:
-        tokens.count_soon(prefix_counter(turn_id).spec, [_history_line(message_id, role, text)])
 
 
 def _session_line(e: EarlierSession) -> str:

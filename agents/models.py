@@ -757,21 +757,6 @@ class Prediction(models.Model):
         return f"Prediction {self.pk} ({self.status})"
 
 
-class ChangeStamp(models.Model):
-    """A version PostgreSQL triggers renew whenever what it stamps changes (migration 0015), so
-    a process can keep a copy and check it with one number instead of reading it all again.
-    Versions come from one sequence: never given twice, even after the table is emptied.
-
-    One key: "setup" (agent configs, endpoints, prompts, moves, crisis patterns: renewed in the
-    writing statement). Migration 0026 dropped the per-coachee stamps."""
-
-    key = models.CharField(max_length=40, primary_key=True)
-    version = models.BigIntegerField(default=0)
-
-    def __str__(self) -> str:
-        return f"{self.key} v{self.version}"
-
-
 class QualityFinding(models.Model):
     """One check of the quality gate (agents.quality) that a coachee-visible text failed, and
     what was done about it; counted per check for operators."""

@@ -20,7 +20,7 @@ from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
 from django.core.mail import send_mail
-from django.db import transaction
+from django.db import connection, transaction
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation.trans_real import parse_accept_lang_header
@@ -28,12 +28,10 @@ from django.utils.translation.trans_real import parse_accept_lang_header
 from agents import (
     blackboard,
     compaction,
-    context,
     layer,
     rendering,
     safety,
     selectors,
-    stamps,
     turn_cache,
 )
 from agents.llm import breaker
@@ -123,8 +121,17 @@ def group_send_now(session_id: int, event: dict[str, Any]) -> None:
 
 
 def next_seq(session_id: int) -> int:
-    """The session's next sequence number (call inside the transaction that uses it)."""
-    return stamps.next_seq_with_versions(session_id, [])[0]
+    """The session's next sequence number (call inside the transaction that uses it): one
+    UPDATE ... RETURNING, whose row lock serialises the session's writers."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {CoachingSession._meta.db_table} SET last_seq = last_seq + 1 WHERE id = %s RETURNING last_seq",
+            [session_id],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise CoachingSession.DoesNotExist(session_id)
+    return int(row[0])
 
 
 def event_emit(
@@ -235,12 +242,10 @@ def turn_accept(
             )
             if (running_id := running.first()) is not None:
                 raise TurnRunningError(running_id)
-        seq, (setup_version,) = stamps.next_seq_with_versions(session.pk, [stamps.SETUP])
-        setup = turn_cache.setup_at(setup_version)
+        seq = next_seq(session.pk)
+        setup = turn_cache.setup_load()
         message = Message.objects.create(session=session, seq=seq, role=Role.USER, text=text, client_id=client_id)
         canvas_after_coach = coach_shares_a_single_slot(setup.configs)
-        # Counted now, in the background: Coach's prefix, built next, needs this message's count.
-        context.count_soon_in_prefix(setup, message)
         turn = Turn.objects.create(
             session=session,
             user_message=message,
@@ -466,9 +471,6 @@ def turn_finish(
             turn.critic_result = critic_result
             fields.append("critic_result")
         turn.save(update_fields=fields)
-        transaction.on_commit(
-            lambda: context.reply_count_ahead(turn_id=turn_id, message_id=message.pk, role=Role.SYNTH, text=reply)
-        )
         event_emit(
             session_id=turn.session_id,
             type="synth.done",

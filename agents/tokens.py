@@ -19,12 +19,11 @@ import functools
 import hashlib
 import logging
 import os
-import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from threading import Event, Lock
+from threading import Lock
 from typing import Any
 
 import httpx
@@ -140,15 +139,7 @@ def _http_client() -> httpx.Client:
         return _http[1]
 
 
-# Texts being counted by count_soon, each with the event its count sets when it is done.
-_in_flight_lock = Lock()
-_in_flight: dict[str, Event] = {}
-
-# Two pools, and no task of either waits on a task of a pool: the tokenize requests a caller
-# waits on (count_many fans a turn's texts out there), and count_soon's jobs, which count their
-# texts one after another. When the jobs fanned out on the one shared pool, four of them held its
-# four threads waiting on requests queued behind them: a deadlock for good, and every later
-# count_many with it (Daphne's accepts stopped). Apart, a caller never queues behind counting ahead.
+# The tokenize requests a caller waits on (count_many fans a turn's new texts out there).
 _pools_lock = Lock()
 _pools: dict[str, tuple[int, ThreadPoolExecutor]] = {}
 
@@ -162,15 +153,14 @@ def _executor(name: str) -> ThreadPoolExecutor:
         return pool[1]
 
 
-def _server_counts(spec: EndpointSpec, texts: list[str], *, at_once: bool = True) -> list[int | None]:
-    """The server's counts of several texts; `at_once`: asked together, so a turn's new texts
-    (its head, the newest messages) cost one round trip instead of one each, before Coach's
-    first token."""
+def _server_counts(spec: EndpointSpec, texts: list[str]) -> list[int | None]:
+    """The server's counts of several texts, asked together, so a turn's new texts (its head,
+    the newest messages) cost one round trip instead of one each, before Coach's first token."""
     if not texts:
         return []
     if not _routes(spec, "") or not settings.COACHING_LLM_ALLOW_REQUESTS or cache.get(_down_key(spec)):
         return [None] * len(texts)
-    if len(texts) == 1 or not at_once:
+    if len(texts) == 1:
         return [_server_count(spec, text) for text in texts]
     if (spec.kind, spec.base_url) not in _working_route:
         # The first text finds which route this server answers (probed once), the rest go at once.
@@ -203,18 +193,6 @@ def _server_count(spec: EndpointSpec, text: str) -> int | None:
 
 def count_many(spec: EndpointSpec | None, texts: Sequence[str]) -> list[int]:
     """Token counts of several texts, from the caches where possible (one cache round trip)."""
-    return _count_many(spec, texts, ahead=False)
-
-
-def count_known(spec: EndpointSpec | None, texts: Sequence[str]) -> list[int]:
-    """Counts from this process's cache, the (high) estimate for a text not in it."""
-    if spec is None:
-        return [estimate_tokens(t) for t in texts]
-    return [hit if (hit := _lru.get(_key(spec, t))) is not None else estimate_tokens(t) for t in texts]
-
-
-def _count_many(spec: EndpointSpec | None, texts: Sequence[str], *, ahead: bool) -> list[int]:
-    """`ahead`: count_soon's job, which waits for no other count and asks for one text at a time."""
     if spec is None:
         return [estimate_tokens(t) for t in texts]
     counts: dict[int, int] = {}
@@ -230,13 +208,9 @@ def _count_many(spec: EndpointSpec | None, texts: Sequence[str], *, ahead: bool)
             if found.get(keys[i]) is not None:
                 counts[i] = int(found[keys[i]])
                 _lru.put(keys[i], counts[i])
-        if not ahead and _wait_for_counts_in_flight([keys[i] for i in missing if i not in counts]):
-            for i in missing:
-                if i not in counts and (hit := _lru.get(keys[i])) is not None:
-                    counts[i] = hit
         unknown = [i for i in missing if i not in counts]
         fresh: dict[str, int] = {}
-        for i, value in zip(unknown, _server_counts(spec, [texts[i] for i in unknown], at_once=not ahead), strict=True):
+        for i, value in zip(unknown, _server_counts(spec, [texts[i] for i in unknown]), strict=True):
             if value is None:
                 counts[i] = estimate_tokens(texts[i])  # not cached: the server may come back
                 continue
@@ -245,51 +219,6 @@ def _count_many(spec: EndpointSpec | None, texts: Sequence[str], *, ahead: bool)
         if fresh:
             cache.set_many(fresh, timeout=CACHE_TTL_S)
     return [counts[i] for i in range(len(texts))]
-
-
-def count_soon(spec: EndpointSpec | None, texts: Sequence[str]) -> None:
-    """Count texts in the background, for the caches: a text written now (a reply, the
-    coachee's message at accept) is then already counted, or being counted, when the turn's
-    context is built before Coach's first token (count_many waits for a count in flight rather
-    than ask the server twice)."""
-    if spec is None:
-        return
-    with _in_flight_lock:
-        todo = {key: text for text in texts if (key := _key(spec, text)) not in _in_flight and _lru.get(key) is None}
-        done = Event()
-        for key in todo:
-            _in_flight[key] = done
-    if not todo:
-        return
-
-    def count() -> None:
-        try:
-            _count_many(spec, list(todo.values()), ahead=True)
-        except Exception:
-            logger.warning("counting ahead failed on %s", spec.name, exc_info=True)
-        finally:
-            settled()
-
-    def settled() -> None:
-        with _in_flight_lock:
-            for key in todo:
-                _in_flight.pop(key, None)
-        done.set()
-
-    try:
-        _executor("count-ahead").submit(count)
-    except RuntimeError:  # the interpreter is shutting down
-        settled()
-
-
-def _wait_for_counts_in_flight(keys: list[str]) -> bool:
-    """Wait (at most the tokenize timeout) for those of `keys` count_soon is counting; False when none was."""
-    with _in_flight_lock:
-        pending = {id(e): e for key in keys if (e := _in_flight.get(key)) is not None}
-    deadline = time.monotonic() + TOKENIZE_TIMEOUT_S
-    for event in pending.values():
-        event.wait(max(0.0, deadline - time.monotonic()))
-    return bool(pending)
 
 
 @functools.lru_cache(maxsize=1)

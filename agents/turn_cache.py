@@ -6,13 +6,10 @@ On the turn's critical path the three specialists start at once in one worker pr
 each statement also waits for the others' share of the interpreter: the benchmark measured
 their preludes at ~20 ms each, most of it these reads.
 
-- `setup_for(turn_id)`: configurations, active prompts, catalog and crisis patterns, fixed once
-  per turn per process by the first step that needs them. A turn runs with the setup it
-  started with; an operator's change applies from the next turn (and a step in another process
-  reads it anew). `setup_at(version)`: the process keeps the last setup it read with its
-  change stamp (models.ChangeStamp "setup"), so the setup itself is read only after an operator
-  changed it (turn_accept reads the stamp with its other statements, a worker's first step of
-  a turn in one small query).
+- `setup_for(turn_id)`: configurations, active prompts, catalog and crisis patterns, read once
+  per turn per process by the first step that needs them (six small queries). A turn runs
+  with the setup it started with; an operator's change applies from the next turn (and a step
+  in another process reads it anew).
 - `output_remember` / `output_for` / `outputs_for`: an agent's validated output, kept by the
   step that produced it once its run is committed (Shadow's for the trio, all four for Synth);
   a step in another process, or one missing an output, reads the database instead.
@@ -30,7 +27,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from agents import safety, stamps
+from agents import safety
 from agents.arbitration import MoveInfo
 from agents.models import AgentConfig, CoachingMove, PromptStatus, PromptVersion, Turn, TurnStatus
 from agents.schemas import AgentOutput
@@ -68,7 +65,6 @@ class _Entry:
 
 _lock = threading.Lock()
 _turns: OrderedDict[int, _Entry] = OrderedDict()
-_setup_kept: tuple[int, TurnSetup] | None = None  # (its "setup" stamp, the setup)
 
 
 def move_catalog() -> dict[str, MoveInfo]:
@@ -81,7 +77,7 @@ def move_catalog() -> dict[str, MoveInfo]:
 
 def setup_load() -> TurnSetup:
     """Read the setup from the database (six queries)."""
-    # With their fallbacks (routing reads them per call; the setup stamp covers their table).
+    # With their fallbacks (routing reads them per call).
     configs = {
         c.agent: c for c in AgentConfig.objects.select_related("endpoint").prefetch_related("fallbacks__endpoint")
     }
@@ -110,30 +106,13 @@ def setup_for(turn_id: int) -> TurnSetup:
         setup = _entry(turn_id).setup
     if setup is not None:
         return setup
-    # Outside the lock: a second thread may read it too, the first kept wins. One small query
-    # (the stamp) when the process's kept setup is still current.
-    loaded = setup_at(stamps.versions([stamps.SETUP])[stamps.SETUP])
+    # Outside the lock: a second thread may read it too, the first kept wins.
+    loaded = setup_load()
     with _lock:
         entry = _entry(turn_id)
         if entry.setup is None:
             entry.setup = loaded
         return entry.setup
-
-
-def setup_at(version: int) -> TurnSetup:
-    """The setup as of the "setup" change stamp `version`: the kept copy when it has that
-    stamp, else read now (and kept). Read after its stamp, so a copy is never older than its
-    stamp says (it may be newer: then the next stamp differs and it is read again)."""
-    global _setup_kept
-    with _lock:
-        kept = _setup_kept
-    if kept is not None and kept[0] == version:
-        return kept[1]
-    loaded = setup_load()
-    with _lock:
-        if _setup_kept is None or _setup_kept[0] <= version:
-            _setup_kept = (version, loaded)
-    return loaded
 
 
 def output_remember(turn_id: int, agent: str, output: AgentOutput) -> None:
@@ -182,7 +161,5 @@ def forget(turn_id: int) -> None:
 
 def clear() -> None:
     """For tests: start from nothing."""
-    global _setup_kept
     with _lock:
         _turns.clear()
-        _setup_kept = None

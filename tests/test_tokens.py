@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from typing import Any
 
 import httpx
@@ -95,36 +94,3 @@ def test_llama_cpp_servers_own_route_is_remembered(settings: Any, monkeypatch: p
     endpoint = spec("http://llama:8080/v1", "llamacpp")
     assert tokens.count_many(endpoint, ["one", "two"]) == [3, 3]
     assert posts == ["tokenize/count", "llama:8080/tokenize", "llama:8080/tokenize"]
-
-
-def test_counting_ahead_never_starves_the_counts_it_waits_on(settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """As many count_soon jobs as the pool has threads, each asking for several texts at once:
-    their requests must still run, and a count wanted meanwhile still comes. In one shared pool
-    the jobs held every thread waiting on requests queued behind them (Daphne's accepts froze)."""
-    settings.COACHING_LLM_ALLOW_REQUESTS = True
-    endpoint = spec("http://vllm:8000/v1", "vllm")
-    tokens._working_route[(endpoint.kind, endpoint.base_url)] = "http://vllm:8000/tokenize"
-    patch_post(monkeypatch, lambda url, **kw: httpx.Response(200, json={"count": len(kw["json"]["prompt"])}))
-    # Every job reaches its requests before any request runs: the order that starved the pool.
-    all_jobs_started = threading.Barrier(tokens.COUNT_CONCURRENCY, timeout=5)
-    get_many = cache.get_many
-
-    def get_many_once_all_started(keys: list[str]) -> dict[str, Any]:
-        if threading.current_thread().name != "wanted-now":
-            all_jobs_started.wait()
-        return get_many(keys)
-
-    monkeypatch.setattr(tokens.cache, "get_many", get_many_once_all_started)
-    for job in range(tokens.COUNT_CONCURRENCY):
-        tokens.count_soon(endpoint, [f"job {job} text {i}" for i in range(3)])
-    wanted: list[list[int]] = []
-    now = threading.Thread(
-        target=lambda: wanted.append(tokens.count_many(endpoint, ["wanted", "now, too"])), name="wanted-now"
-    )
-    now.start()
-    now.join(timeout=10)
-    assert wanted == [[6, 8]]
-    # Every job's texts were counted by the server and kept (an estimate of 12 characters is 5).
-    counted_ahead = [f"job {job} text {i}" for job in range(tokens.COUNT_CONCURRENCY) for i in range(3)]
-    tokens._wait_for_counts_in_flight([tokens._key(endpoint, text) for text in counted_ahead])
-    assert tokens.count_known(endpoint, counted_ahead) == [12] * len(counted_ahead)
