@@ -13,8 +13,8 @@ test: ## Install everything and run all checks and tests (what CI runs)
 test-fast: ## All checks and tests except the real-model and browser ones
 	@scripts/test.sh -m "not slow and not browser"
 
-lint: ## ruff and mypy only
-	.venv/bin/ruff check . && .venv/bin/ruff format --check . && .venv/bin/mypy .
+lint: ## ruff, mypy and the import contracts only
+	.venv/bin/ruff check . && .venv/bin/ruff format --check . && .venv/bin/mypy . && .venv/bin/lint-imports --no-cache
 
 bench: ## Performance benchmark: the real stack at 1-50 coachees on the simulator, one real-model turn (minutes)
 	@scripts/bench.sh $(BENCH_ARGS)

@@ -31,6 +31,7 @@ from agents.llm.client import EndpointSpec, StreamState, chat_stream
 from agents.llm.errors import LLMCircuitOpen, LLMError
 from agents.llm.routing import Route, RouteReport, cache_salt_for, first_available, routes_for, stream_routed
 from agents.llm.schema import extra_body_for
+from agents.llm.structured import request_headers
 from agents.models import (
     Agent,
     AgentRun,
@@ -42,7 +43,7 @@ from agents.models import (
     Turn,
 )
 from agents.observability import hooks as observe
-from agents.pipeline import catalog_text, load_turn, request_headers, turn_prefix_store, turn_shared_context
+from agents.pipeline import catalog_text, load_turn, turn_prefix_store, turn_shared_context
 from agents.prompts import render_prompt
 from agents.transactions import bookkeeping_atomic
 from agents.turn_cache import TurnSetup

@@ -29,11 +29,12 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, Max, OuterRef
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from agents import selectors, tokens
+from agents import dispatch, selectors, tokens
 from agents.context import FENCE_CLOSE, FENCE_OPEN, ROLE_LABELS, fenced, render_summary
+from agents.llm import structured
 from agents.llm.client import EndpointSpec
 from agents.llm.errors import LLMPermanentError
 from agents.models import (
@@ -250,7 +251,6 @@ def summary_judge(summary: SummaryOutput, check: dict[str, Any]) -> dict[str, An
     verified to be in it: the model proposes, code confirms, so a made-up answer cannot pass
     a summary. Blocked moves are catalog keys and stay exact. Without the agent (no config,
     disabled) the word check stands."""
-    from agents import pipeline  # pipeline imports this module; a late import breaks the cycle
 
     open_ids = [i for i, q in enumerate(check["questions"]) if not q["answered"] and q["kind"] != "blocked_move"]
     config = AgentConfig.objects.select_related("endpoint").filter(agent=Agent.SUMMARY_CHECK, enabled=True).first()
@@ -263,7 +263,7 @@ def summary_judge(summary: SummaryOutput, check: dict[str, Any]) -> dict[str, An
         {"role": "system", "content": "\n".join([CHECK_BRIEFING, "", "Summary:", fenced(rendered)])},
         {"role": "user", "content": render_prompt(prompt.body, {"questions": fenced(questions)})},
     ]
-    answer = pipeline.complete_structured(
+    answer = structured.complete_structured(
         agent=Agent.SUMMARY_CHECK,
         config=config,
         messages=messages,
@@ -350,7 +350,6 @@ def _attempt(
     facts: Facts,
     last: bool,
 ) -> SessionSummary:
-    from agents import pipeline  # pipeline imports this module; a late import breaks the cycle
 
     config = AgentConfig.objects.select_related("endpoint").get(agent=Agent.SUMMARIZER)
     prompt = PromptVersion.objects.get(agent=Agent.SUMMARIZER, status=PromptStatus.ACTIVE)
@@ -379,7 +378,7 @@ def _attempt(
     )
     last_turn = Turn.objects.filter(session=session).order_by("-started_at").values_list("pk", flat=True).first()
     if config.enabled:
-        answer = pipeline.complete_structured(
+        answer = structured.complete_structured(
             agent=Agent.SUMMARIZER,
             config=config,
             messages=messages,
@@ -389,7 +388,7 @@ def _attempt(
         )
     else:
         # Switched off by an operator: the session keeps its transcript excerpt, and coaches see why.
-        answer = pipeline.StructuredAnswer(None, "", [], 0, 0, 0, LLMPermanentError("the summarizer is disabled"))
+        answer = structured.StructuredAnswer(None, "", [], 0, 0, 0, LLMPermanentError("the summarizer is disabled"))
     summary = SessionSummary(
         session=session,
         scope=scope,
@@ -483,34 +482,16 @@ def in_session_compaction_schedule(*, turn: Turn) -> None:
     session_id = turn.session_id
 
     def enqueue() -> None:
-        from agents import tasks  # tasks import the pipeline, which imports this module
-
-        tasks.summary_write_task.delay(session_id, SummaryScope.IN_SESSION, until)
+        dispatch.summary_write_queue(session_id, SummaryScope.IN_SESSION, until)
 
     transaction.on_commit(enqueue)
 
 
 def session_summary_schedule(*, session_id: int) -> None:
     def enqueue() -> None:
-        from agents import tasks
-
-        tasks.summary_write_task.delay(session_id, SummaryScope.SESSION, None)
+        dispatch.summary_write_queue(session_id, SummaryScope.SESSION, None)
 
     transaction.on_commit(enqueue)
-
-
-def idle_sessions_end(*, idle_minutes: int, limit: int = 100) -> list[int]:
-    """End open sessions nobody has written in for `idle_minutes`; their summaries are queued."""
-    from agents import services
-
-    cutoff = timezone.now() - timedelta(minutes=idle_minutes)
-    ids = list(
-        CoachingSession.objects.filter(status=SessionStatus.OPEN)
-        .annotate(last_message_at=Max("messages__created_at"))
-        .filter(last_message_at__lt=cutoff)
-        .values_list("pk", flat=True)[:limit]
-    )
-    return [pk for pk in ids if services.session_end_idle(session_id=pk, cutoff=cutoff)]
 
 
 def unsummarised_sessions_queue(*, older_than_minutes: int = 10, within_days: int = 7, limit: int = 50) -> list[int]:

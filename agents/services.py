@@ -21,6 +21,7 @@ from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
 from django.core.mail import send_mail
 from django.db import connection, transaction
+from django.db.models import Max
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation.trans_real import parse_accept_lang_header
@@ -28,6 +29,7 @@ from django.utils.translation.trans_real import parse_accept_lang_header
 from agents import (
     blackboard,
     compaction,
+    dispatch,
     layer,
     rendering,
     safety,
@@ -276,7 +278,7 @@ def pipeline_start(*, turn_id: int) -> None:
     When the broker cannot take it (Celery's publish already retried), the coachee gets the
     fallback reply now rather than at the deadline: the message is saved either way."""
     try:
-        _start_pipeline(turn_id)
+        dispatch.turn_pipeline_start(turn_id)
     except Exception:
         logger.exception("could not queue the agents of turn %s", turn_id)
         turn_fallback(
@@ -339,13 +341,7 @@ def coach_shares_a_single_slot(configs: dict[str, AgentConfig]) -> bool:
 def turn_canvas_after_coach(*, turn_id: int) -> None:
     """Coach is done (or could not run): start the canvas if it was waiting for Coach."""
     if Turn.objects.filter(pk=turn_id, canvas_after_coach=True, status=TurnStatus.RUNNING).exists():
-        transaction.on_commit(lambda: _start_pipeline(turn_id))
-
-
-def _start_pipeline(turn_id: int) -> None:
-    from agents import tasks  # tasks import services; a late import breaks the cycle
-
-    tasks.turn_pipeline_start(turn_id)
+        transaction.on_commit(lambda: dispatch.turn_pipeline_start(turn_id))
 
 
 # Replay page size: a client far behind gets its events in pages, not one huge query.
@@ -592,6 +588,18 @@ def session_end(*, session_id: int, user_id: int) -> bool:
         event_emit(session_id=session.pk, type="session.ended", payload={})
         compaction.session_summary_schedule(session_id=session.pk)
     return True
+
+
+def idle_sessions_end(*, idle_minutes: int, limit: int = 100) -> list[int]:
+    """End open sessions nobody has written in for `idle_minutes`; their summaries are queued."""
+    cutoff = timezone.now() - timedelta(minutes=idle_minutes)
+    ids = list(
+        CoachingSession.objects.filter(status=SessionStatus.OPEN)
+        .annotate(last_message_at=Max("messages__created_at"))
+        .filter(last_message_at__lt=cutoff)
+        .values_list("pk", flat=True)[:limit]
+    )
+    return [pk for pk in ids if session_end_idle(session_id=pk, cutoff=cutoff)]
 
 
 def session_end_idle(*, session_id: int, cutoff: Any) -> bool:

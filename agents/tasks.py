@@ -5,17 +5,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from celery import chain, chord, shared_task
+from celery import shared_task
 from django.conf import settings
 
-from agents import compaction, pipeline, privacy, prompt_ops, services
-from agents.models import SPECIALISTS
+from agents import compaction, dispatch, pipeline, privacy, prompt_ops, services
 
 logger = logging.getLogger(__name__)
-
-# Seconds after the deadline before the watchdog looks: the normal path finishes
-# inside the deadline, so the watchdog only ever acts on a turn that is really stuck.
-WATCHDOG_GRACE_S = 1.0
 
 
 def _never_raise(step: Callable[[], str], *, turn_id: int, agent: str) -> dict[str, Any]:
@@ -29,17 +24,17 @@ def _never_raise(step: Callable[[], str], *, turn_id: int, agent: str) -> dict[s
     return {"turn_id": turn_id, "agent": agent, "status": status}
 
 
-@shared_task(name="coaching.shadow", acks_late=True)
+@shared_task(name=dispatch.SHADOW, acks_late=True)
 def shadow_task(turn_id: int) -> dict[str, Any]:
     return _never_raise(lambda: pipeline.shadow_step(turn_id=turn_id), turn_id=turn_id, agent="shadow")
 
 
-@shared_task(name="coaching.specialist", acks_late=True)
+@shared_task(name=dispatch.SPECIALIST, acks_late=True)
 def specialist_task(turn_id: int, agent: str) -> dict[str, Any]:
     return _never_raise(lambda: pipeline.specialist_step(turn_id=turn_id, agent=agent), turn_id=turn_id, agent=agent)
 
 
-@shared_task(name="coaching.synth", acks_late=True)
+@shared_task(name=dispatch.SYNTH, acks_late=True)
 def synth_task(turn_id: int) -> dict[str, Any]:
     try:
         status = pipeline.synth_step(turn_id=turn_id)
@@ -51,7 +46,7 @@ def synth_task(turn_id: int) -> dict[str, Any]:
     return {"turn_id": turn_id, "agent": "synth", "status": status}
 
 
-@shared_task(name="coaching.turn_watchdog", acks_late=True)
+@shared_task(name=dispatch.TURN_WATCHDOG, acks_late=True)
 def turn_watchdog_task(turn_id: int) -> dict[str, Any]:
     return {"turn_id": turn_id, "expired": services.turn_expire(turn_id=turn_id)}
 
@@ -73,24 +68,10 @@ def prune_raw_outputs_task() -> dict[str, Any]:
     return {"pruned": privacy.raw_outputs_prune(older_than_days=settings.COACHING_RAW_RETENTION_DAYS)}
 
 
-def turn_canvas(turn_id: int) -> Any:
-    """The turn's agents after Coach's reply has started: Shadow, then Persona, Plasticity and
-    Stability at once, then Synth (arbitration, the critic gate, delivery) once all three have
-    ended. Each step takes its inputs from the database (the prefix and Shadow's findings are
-    stored on commit); the signatures are immutable, so no step reads another's return value."""
-    specialists = [specialist_task.si(turn_id, agent) for agent in SPECIALISTS]
-    return chain(shadow_task.si(turn_id), chord(specialists, synth_task.si(turn_id)))
-
-
-def turn_pipeline_start(turn_id: int) -> None:
-    turn_canvas(turn_id).apply_async()
-    turn_watchdog_task.apply_async((turn_id,), countdown=settings.COACHING_TURN_DEADLINE_S + WATCHDOG_GRACE_S)
-
-
 # --- Memory: summaries between and inside sessions --------------------------------------
 
 
-@shared_task(name="coaching.summary_write", acks_late=True, soft_time_limit=900, time_limit=960)
+@shared_task(name=dispatch.SUMMARY_WRITE, acks_late=True, soft_time_limit=900, time_limit=960)
 def summary_write_task(session_id: int, scope: str, until_seq: int | None) -> dict[str, Any]:
     summary = compaction.summary_write(session_id=session_id, scope=scope, until_seq=until_seq)
     return {
@@ -104,6 +85,6 @@ def summary_write_task(session_id: int, scope: str, until_seq: int | None) -> di
 @shared_task(name="coaching.sessions_compact_idle")
 def sessions_compact_idle_task() -> dict[str, Any]:
     """Beat: end idle sessions (queuing their summaries) and requeue ended ones never summarised."""
-    ended = compaction.idle_sessions_end(idle_minutes=settings.COACHING_SESSION_IDLE_MINUTES)
+    ended = services.idle_sessions_end(idle_minutes=settings.COACHING_SESSION_IDLE_MINUTES)
     requeued = compaction.unsummarised_sessions_queue()
     return {"ended": ended, "requeued": requeued}

@@ -18,6 +18,8 @@ say "ruff"
 "$VENV/bin/ruff" format --check .
 say "mypy"
 "$VENV/bin/mypy" .
+say "import contracts (lint-imports: no circle of imports, one direction between layers)"
+"$VENV/bin/lint-imports" --no-cache
 say "migrations are up to date"
 # No connection pool for this one-shot check: it only peeks at the (maybe missing) app database,
 # and a pool would retry that connection for its whole timeout.

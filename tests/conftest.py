@@ -28,7 +28,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from agents import pipeline, services, throttle, turn_cache
+from agents import dispatch, pipeline, services, throttle, turn_cache
 from agents.llm import breaker, limits
 from agents.llm.simulator import SimulatorServer
 from agents.models import AgentConfig, CoachingSession, ModelEndpoint, Turn
@@ -397,7 +397,7 @@ def which(name: str) -> str | None:
 @pytest.fixture
 def turn(seeded: None, sim: SimulatorServer, monkeypatch: pytest.MonkeyPatch) -> Turn:
     """A running turn for one coachee message, with every agent pointed at the simulator."""
-    monkeypatch.setattr(services, "_start_pipeline", lambda turn_id: None)
+    monkeypatch.setattr(dispatch, "turn_pipeline_start", lambda turn_id: None)
     point_agents_at(sim.base_url)
     sim.configure(default={"ttft_ms": 0, "tokens_per_s": 0})  # behaviour, not timing
     user = make_coachee()

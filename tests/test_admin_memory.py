@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from agents import services
+from agents import dispatch, services
 from agents.models import (
     Message,
     Prediction,
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.usefixtures("seeded")
 
 @pytest.fixture(autouse=True)
 def _no_canvas(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(services, "_start_pipeline", lambda turn_id: None)
+    monkeypatch.setattr(dispatch, "turn_pipeline_start", lambda turn_id: None)
 
 
 def flagged_summary(coachee: Any, missing: str) -> SessionSummary:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from agents import pipeline
-from agents.llm import breaker
+from agents.llm import breaker, structured
 from agents.llm.client import Completion, EndpointSpec, StreamState, chat_complete, chat_stream
 from agents.llm.errors import LLMCircuitOpen, LLMOutputError, LLMPermanentError, LLMTransientError
 from agents.llm.simulator import SimulatorServer
@@ -231,7 +231,7 @@ def test_call_with_retries_gives_up_at_once_on_an_open_breaker() -> None:
         raise LLMCircuitOpen("x", retry_after_s=10)
 
     with pytest.raises(LLMCircuitOpen):
-        pipeline.call_with_retries(call, deadline=pipeline.time.time() + 30, counter=pipeline.CallCounter())
+        structured.call_with_retries(call, deadline=time.time() + 30, counter=structured.CallCounter())
     assert len(calls) == 1
 
 

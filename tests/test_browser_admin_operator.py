@@ -13,7 +13,7 @@ import pytest
 from django.contrib.admin.models import LogEntry
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
-from agents import prompt_ops, services
+from agents import dispatch, prompt_ops
 from agents.models import AgentRun, ModelEndpoint, PromptStatus, PromptVersion
 from tests.browser_support import PASSWORD, SCREENSHOTS, chromium_for, off_loop
 from tests.conftest import LiveStack
@@ -72,7 +72,7 @@ def test_an_operator_edits_replays_and_activates_a_prompt(
     context: BrowserContext, live_stack: LiveStack, live_sim: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Three past turns, made here on the simulator (the Celery canvas is not needed for them).
-    monkeypatch.setattr(services, "_start_pipeline", lambda turn_id: None)
+    monkeypatch.setattr(dispatch, "turn_pipeline_start", lambda turn_id: None)
     live_sim.configure(
         default={"ttft_ms": 0, "tokens_per_s": 0}, agents={"plasticity": {"script": [ORIGINAL], "repeat_last": True}}
     )
@@ -200,7 +200,7 @@ def test_a_platform_administrator_tests_an_endpoint_connection(
 def test_an_operator_tries_a_coach_draft_on_a_past_turn(
     context: BrowserContext, live_stack: LiveStack, live_sim: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(services, "_start_pipeline", lambda turn_id: None)
+    monkeypatch.setattr(dispatch, "turn_pipeline_start", lambda turn_id: None)
     live_sim.configure(default={"ttft_ms": 0, "tokens_per_s": 0})
     off_loop(make_operator, "op", PASSWORD)
     original = "That sounds like a hard week. What got in the way of your runs?"
@@ -228,7 +228,7 @@ def test_an_operator_tries_a_coach_draft_on_a_past_turn(
 def test_an_operator_scores_a_draft_on_an_evaluation_set_before_activating_it(
     context: BrowserContext, live_stack: LiveStack, live_sim: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(services, "_start_pipeline", lambda turn_id: None)
+    monkeypatch.setattr(dispatch, "turn_pipeline_start", lambda turn_id: None)
     live_sim.configure(
         default={"ttft_ms": 0, "tokens_per_s": 0}, agents={"plasticity": {"script": [ORIGINAL], "repeat_last": True}}
     )

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, expect
 
-from agents import services
+from agents import dispatch
 from tests.browser_support import PASSWORD, SCREENSHOTS, chromium_for, off_loop
 from tests.conftest import LiveStack
 from tests.test_browser_admin_operator import admin_login
@@ -34,7 +34,7 @@ def test_an_operator_reads_the_last_hour_per_agent(
 ) -> None:
     # Turns run on the simulator (Shadow and one specialist each); Persona's are invalid twice
     # (first answer and repair), so the page has failures to show.
-    monkeypatch.setattr(services, "_start_pipeline", lambda turn_id: None)
+    monkeypatch.setattr(dispatch, "turn_pipeline_start", lambda turn_id: None)
     live_sim.configure(
         default={"ttft_ms": 30, "tokens_per_s": 0}, agents={"persona": {"fault": "invalid_json", "times": 2}}
     )

@@ -10,7 +10,7 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.core import mail
 
-from agents import services
+from agents import dispatch, services
 from agents.llm import breaker
 from agents.models import AgentConfig, CoachAssignment, Escalation, SessionEvent, Turn
 from agents.schemas import SERVER_EVENTS
@@ -23,7 +23,7 @@ CANARY = "CANARY-9c1e-crisis-alert"
 
 @pytest.fixture
 def coachee(seeded: None, monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setattr(services, "_start_pipeline", lambda turn_id: None)
+    monkeypatch.setattr(dispatch, "turn_pipeline_start", lambda turn_id: None)
     user = make_coachee()
     for name in ("coach-a", "coach-b"):
         coach = get_user_model().objects.create_user(username=name, email=f"{name}@example.org", is_staff=True)
@@ -98,7 +98,7 @@ def test_no_alert_is_sent_before_the_turn_commits(coachee: Any, django_capture_o
 def test_a_coachee_without_coaches_still_gets_the_crisis_reply(
     seeded: None, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
 ) -> None:
-    monkeypatch.setattr(services, "_start_pipeline", lambda turn_id: None)
+    monkeypatch.setattr(dispatch, "turn_pipeline_start", lambda turn_id: None)
     with django_capture_on_commit_callbacks(execute=True):
         turn = accept(make_coachee("alone"), "Quiero morir")
     assert mail.outbox == []

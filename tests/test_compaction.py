@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from agents import blackboard, compaction, pipeline, services, tasks
+from agents import blackboard, compaction, dispatch, pipeline, services
 from agents.context import build_shared_context
+from agents.llm import structured
 from agents.llm.simulator import SimulatorServer
 from agents.models import (
     Agent,
@@ -38,7 +39,7 @@ BIG_BUDGET = 100_000
 
 @pytest.fixture(autouse=True)
 def _no_canvas(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(services, "_start_pipeline", lambda turn_id: None)
+    monkeypatch.setattr(dispatch, "turn_pipeline_start", lambda turn_id: None)
 
 
 @pytest.fixture
@@ -180,7 +181,7 @@ def test_ending_a_session_queues_its_summary(
     simulated: SimulatorServer, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
 ) -> None:
     queued: list[tuple[Any, ...]] = []
-    monkeypatch.setattr(tasks.summary_write_task, "delay", lambda *args: queued.append(args))
+    monkeypatch.setattr(dispatch, "summary_write_queue", lambda *args: queued.append(args))
     user = make_coachee()
     session = services.session_start(user_id=user.pk)
     with django_capture_on_commit_callbacks(execute=True):
@@ -192,7 +193,7 @@ def test_idle_sessions_are_ended_and_summarised(
     simulated: SimulatorServer, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
 ) -> None:
     queued: list[tuple[Any, ...]] = []
-    monkeypatch.setattr(tasks.summary_write_task, "delay", lambda *args: queued.append(args))
+    monkeypatch.setattr(dispatch, "summary_write_queue", lambda *args: queued.append(args))
     idle_user, busy_user = make_coachee("idle"), make_coachee("busy")
     idle = services.session_start(user_id=idle_user.pk)
     busy = services.session_start(user_id=busy_user.pk)
@@ -200,7 +201,7 @@ def test_idle_sessions_are_ended_and_summarised(
         Message.objects.create(session=session, seq=services.next_seq(session.pk), role=Role.USER, text="hello")
     Message.objects.filter(session=idle).update(created_at=timezone.now() - timedelta(minutes=90))
     with django_capture_on_commit_callbacks(execute=True):
-        ended = compaction.idle_sessions_end(idle_minutes=60)
+        ended = services.idle_sessions_end(idle_minutes=60)
     assert ended == [idle.pk]
     idle.refresh_from_db()
     busy.refresh_from_db()
@@ -213,7 +214,7 @@ def test_a_long_session_is_compacted_inside_under_the_same_check(
     simulated: SimulatorServer, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any, settings: Any
 ) -> None:
     queued: list[tuple[Any, ...]] = []
-    monkeypatch.setattr(tasks.summary_write_task, "delay", lambda *args: queued.append(args))
+    monkeypatch.setattr(dispatch, "summary_write_queue", lambda *args: queued.append(args))
     user = make_coachee()
     session = services.session_start(user_id=user.pk)
     old = [
@@ -262,13 +263,13 @@ def test_the_summarizer_prompt_stays_within_its_budget(
             session=session, seq=services.next_seq(session.pk), role=Role.USER, text=f"LONG-{i} " + "went " * 190
         )
     sent: list[list[dict[str, str]]] = []
-    original = pipeline.complete_structured
+    original = structured.complete_structured
 
     def spy(**kwargs: Any) -> Any:
         sent.append(kwargs["messages"])
         return original(**kwargs)
 
-    monkeypatch.setattr(pipeline, "complete_structured", spy)
+    monkeypatch.setattr(structured, "complete_structured", spy)
     keep = summary(commitments=[{"text": COMMITMENT, "due": None}], goals=[GOAL])
     simulated.configure(agents={"summarizer": {"script": [keep]}})
     assert compaction.summary_write(session_id=session.pk).status == SummaryStatus.VERIFIED  # type: ignore[union-attr]
@@ -313,7 +314,7 @@ def test_recently_ended_sessions_without_a_summary_are_queued_again(
     monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
 ) -> None:
     queued: list[tuple[Any, ...]] = []
-    monkeypatch.setattr(tasks.summary_write_task, "delay", lambda *args: queued.append(args))
+    monkeypatch.setattr(dispatch, "summary_write_queue", lambda *args: queued.append(args))
     user = make_coachee()
     lost, old, done, empty = (services.session_start(user_id=user.pk) for _ in range(4))
     for session in (lost, old, done):

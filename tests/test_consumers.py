@@ -12,7 +12,7 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 
-from agents import services
+from agents import dispatch, services
 from agents.consumers import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED, ChatConsumer
 from agents.models import AgentRun, CoachingSession, Message, RunStatus, Turn
 from agents.schemas import SERVER_EVENTS
@@ -27,7 +27,7 @@ def no_pipeline(monkeypatch: pytest.MonkeyPatch, seeded_tx: None) -> list[int]:
     # A concurrent endpoint, so the canvas is due at once (not after Coach, see services).
     point_agents_at("http://127.0.0.1:9/v1")
     started: list[int] = []
-    monkeypatch.setattr(services, "_start_pipeline", started.append)
+    monkeypatch.setattr(dispatch, "turn_pipeline_start", started.append)
 
     async def no_coach(turn_id: int, call: Any) -> None:
         return None

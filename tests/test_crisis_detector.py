@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from agents import crisis_model, safety, safety_eval, services
+from agents import crisis_model, safety, safety_eval, safety_text, services
 from agents.models import CrisisPattern, Escalation, Message, Role, Turn
 from tests.conftest import make_coachee
 
@@ -33,7 +33,7 @@ EVAL = safety_eval.load_eval_set()
 
 
 def _normalised(text: str) -> str:
-    return safety.normalise(text)
+    return safety_text.normalise(text)
 
 
 def test_the_evaluation_set_is_big_enough_apart_from_training_and_varied() -> None:
@@ -76,7 +76,7 @@ def test_recall_and_false_positives_on_the_evaluation_set(seeded: None) -> None:
     ],
 )
 def test_normalisation_undoes_what_hides_a_word(written: str, plain: str) -> None:
-    assert safety.normalise(written) == plain
+    assert safety_text.normalise(written) == plain
 
 
 def test_russian_in_either_script_reads_alike() -> None:

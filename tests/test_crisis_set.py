@@ -21,7 +21,7 @@ from asgiref.sync import sync_to_async
 from django.apps import apps as django_apps
 from django.contrib.auth import get_user_model
 
-from agents import safety, safety_eval, services
+from agents import safety, safety_eval, safety_text, services
 from agents.llm import breaker
 from agents.models import CoachingSession, Escalation, Message, Role, Turn, TurnStatus
 from agents.schemas import SERVER_EVENTS
@@ -80,7 +80,7 @@ def test_without_the_second_batch_recall_is_lower() -> None:
     regexes = [regex for patterns in seeded.values() for p in patterns if (regex := safety.compiled(p))]
 
     def hit(text: str) -> bool:
-        return any(regex.search(variant) for regex in regexes for variant in safety.variants(text))
+        return any(regex.search(variant) for regex in regexes for variant in safety_text.variants(text))
 
     missed = [row for row in DATA["crisis"] if not hit(row["text"])]
     flagged = [row for row in DATA["non_crisis"] if hit(row["text"])]

@@ -9,7 +9,7 @@ import time
 import pytest
 from django.db import connection, transaction
 
-from agents import services
+from agents import dispatch, services
 from agents.coach import coach_prepare, coach_record_start
 from agents.llm.simulator import SimulatorServer
 from agents.models import Message, Role, Turn
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_coach_recording_its_start_waits_for_a_writer_holding_the_turn_instead_of_deadlocking(
     seeded_tx: None, sim: SimulatorServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(services, "_start_pipeline", lambda turn_id: None)
+    monkeypatch.setattr(dispatch, "turn_pipeline_start", lambda turn_id: None)
     point_agents_at(sim.base_url)
     user = make_coachee()
     session = services.session_start(user_id=user.pk)

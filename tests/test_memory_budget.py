@@ -12,7 +12,8 @@ from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from agents import pipeline, services, tokens
+from agents import dispatch, tokens
+from agents.llm import structured
 from agents.llm.simulator import SimulatorServer
 from agents.models import Agent, AgentConfig, AgentRun, Turn
 from agents.synthetic import (
@@ -34,7 +35,7 @@ CLEAN_CRITIC = {"violated_moves": [], "unsafe_content": [], "explanation": "Noth
 @pytest.fixture(autouse=True)
 def _no_canvas(monkeypatch: pytest.MonkeyPatch) -> None:
     # The steps are run in this process; the Celery canvas must not start too.
-    monkeypatch.setattr(services, "_start_pipeline", lambda turn_id: None)
+    monkeypatch.setattr(dispatch, "turn_pipeline_start", lambda turn_id: None)
 
 
 @pytest.fixture
@@ -84,13 +85,13 @@ def test_the_shared_prefix_is_identical_for_every_agent_of_a_turn(
 ) -> None:
     coachee = synthetic_coachee(username="prefix", earlier_sessions=5, history_messages=10)
     seen: list[list[dict[str, str]]] = []
-    original = pipeline.complete_structured
+    original = structured.complete_structured
 
     def spy(**kwargs: Any) -> Any:
         seen.append(kwargs["messages"])
         return original(**kwargs)
 
-    monkeypatch.setattr(pipeline, "complete_structured", spy)
+    monkeypatch.setattr(structured, "complete_structured", spy)
     turn_steps_run(coachee.turn.pk)
     turn = Turn.objects.get(pk=coachee.turn.pk)
     assert len(seen) >= 6

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from agents import blackboard, services
+from agents import blackboard, dispatch, services
 from agents.context import PROTECTED_HISTORY, build_shared_context
 from agents.models import (
     BlackboardVersion,
@@ -32,7 +32,7 @@ BIG_BUDGET = 100_000
 
 @pytest.fixture(autouse=True)
 def _no_canvas(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(services, "_start_pipeline", lambda turn_id: None)
+    monkeypatch.setattr(dispatch, "turn_pipeline_start", lambda turn_id: None)
 
 
 def findings(commitment: str = "Call my sister on Sunday", goal: str = "Be closer to family") -> ShadowOutput:

@@ -19,7 +19,7 @@ from django.test import Client
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from agents import reply_gate, services
+from agents import dispatch, reply_gate, services
 from agents.models import AgentRun, QualityFinding, Turn
 from agents.observability import metrics
 from agents.quality import Finding
@@ -145,7 +145,7 @@ def test_quality_findings_are_counted_by_surface_check_and_action(db: None) -> N
 def test_crisis_hits_are_counted_by_layer_category_and_level(
     seeded: None, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
 ) -> None:
-    monkeypatch.setattr(services, "_start_pipeline", lambda turn_id: None)
+    monkeypatch.setattr(dispatch, "turn_pipeline_start", lambda turn_id: None)
     user = make_coachee()
     session = services.session_start(user_id=user.pk)
     before = total(parse_local(), "coaching_crisis_hits_total")

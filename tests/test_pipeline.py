@@ -15,7 +15,8 @@ from django.conf import settings as django_settings
 from django.db import connections
 from django.utils import timezone
 
-from agents import blackboard, pipeline, services, turn_cache
+from agents import blackboard, dispatch, pipeline, services, turn_cache
+from agents.llm import structured
 from agents.llm.client import Completion
 from agents.llm.errors import LLMOutputError, LLMPermanentError, LLMTransientError
 from agents.llm.simulator import SimulatorServer
@@ -61,7 +62,7 @@ def completion(content: Any, finish_reason: str | None = "stop") -> Completion:
 
 
 def test_parse_output_returns_the_validated_model() -> None:
-    output = pipeline.parse_output(
+    output = structured.parse_output(
         completion(synth_script(moves=["tiny_next_step"])), SynthOutput, {"moves": {"tiny_next_step"}}
     )
     assert isinstance(output, SynthOutput)
@@ -71,13 +72,13 @@ def test_parse_output_returns_the_validated_model() -> None:
 
 def test_a_reply_cut_off_by_the_token_limit_is_invalid_even_if_it_parses() -> None:
     with pytest.raises(LLMOutputError, match="cut off") as info:
-        pipeline.parse_output(completion(synth_script(), finish_reason="length"), SynthOutput, {})
+        structured.parse_output(completion(synth_script(), finish_reason="length"), SynthOutput, {})
     assert info.value.raw == json.dumps(synth_script())
 
 
 def test_parse_output_reports_invalid_json() -> None:
     with pytest.raises(LLMOutputError) as info:
-        pipeline.parse_output(completion('{"reply": "' + CANARY), SynthOutput, {})
+        structured.parse_output(completion('{"reply": "' + CANARY), SynthOutput, {})
     assert len(info.value.errors) == 1
     assert "json" in info.value.errors[0].lower()
     assert CANARY not in info.value.errors[0]
@@ -86,7 +87,7 @@ def test_parse_output_reports_invalid_json() -> None:
 
 def test_parse_output_refuses_text_that_is_not_json() -> None:
     with pytest.raises(LLMOutputError) as info:
-        pipeline.parse_output(completion("Sure! Here is the JSON you asked for: {"), SynthOutput, {})
+        structured.parse_output(completion("Sure! Here is the JSON you asked for: {"), SynthOutput, {})
     assert "json" in " ".join(info.value.errors).lower()
     assert "Sure!" not in " ".join(info.value.errors)
 
@@ -103,7 +104,7 @@ def test_parse_output_refuses_text_that_is_not_json() -> None:
 def test_validation_errors_do_not_echo_the_input(field: str, value: Any, location: str) -> None:
     payload = synth_script() | {field: value}
     with pytest.raises(LLMOutputError) as info:
-        pipeline.parse_output(completion(payload), SynthOutput, {"moves": {"tiny_next_step"}})
+        structured.parse_output(completion(payload), SynthOutput, {"moves": {"tiny_next_step"}})
     errors = info.value.errors
     assert [e.split(":")[0] for e in errors] == [location]
     assert all(CANARY not in e for e in errors)
@@ -113,7 +114,7 @@ def test_validation_errors_do_not_echo_the_input(field: str, value: Any, locatio
 
 def test_errors_for_values_outside_the_allowed_set_do_not_echo_the_input() -> None:
     with pytest.raises(LLMOutputError) as info:
-        pipeline.parse_output(completion(synth_script(moves=[CANARY])), SynthOutput, {"moves": {"tiny_next_step"}})
+        structured.parse_output(completion(synth_script(moves=[CANARY])), SynthOutput, {"moves": {"tiny_next_step"}})
     assert [e.split(":")[0] for e in info.value.errors] == ["moves_used.0"]
     assert all(CANARY not in e for e in info.value.errors)
 
@@ -121,9 +122,9 @@ def test_errors_for_values_outside_the_allowed_set_do_not_echo_the_input() -> No
 def test_parse_output_applies_the_context() -> None:
     payload = CLEAN_CRITIC | {"violated_moves": [BLOCKED]}
     with pytest.raises(LLMOutputError) as info:
-        pipeline.parse_output(completion(payload), CriticOutput, {"blocked_moves": {"stretch_goal"}})
+        structured.parse_output(completion(payload), CriticOutput, {"blocked_moves": {"stretch_goal"}})
     assert [e.split(":")[0] for e in info.value.errors] == ["violated_moves.0"]
-    output = pipeline.parse_output(completion(payload), CriticOutput, {"blocked_moves": {BLOCKED}})
+    output = structured.parse_output(completion(payload), CriticOutput, {"blocked_moves": {BLOCKED}})
     assert isinstance(output, CriticOutput)
     assert output.violated_moves == [BLOCKED]
 
@@ -165,8 +166,8 @@ def fast_backoff(settings: Any) -> Any:
 def test_transient_errors_are_retried_until_success(fast_backoff: Any) -> None:
     fast_backoff.COACHING_LLM_MAX_RETRIES = 2
     flaky = Flaky(LLMTransientError("500"), LLMTransientError("429"))
-    counter = pipeline.CallCounter()
-    result = pipeline.call_with_retries(flaky, deadline=time.time() + 30, counter=counter)
+    counter = structured.CallCounter()
+    result = structured.call_with_retries(flaky, deadline=time.time() + 30, counter=counter)
     assert result.content == "ok"
     assert counter.calls == 3
     assert flaky.calls == 3
@@ -177,14 +178,14 @@ def test_transient_errors_are_retried_at_most_max_retries_times(fast_backoff: An
     fast_backoff.COACHING_LLM_MAX_RETRIES = retries
     flaky = always(lambda: LLMTransientError("server down"))
     with pytest.raises(LLMTransientError, match="server down"):
-        pipeline.call_with_retries(flaky, deadline=time.time() + 30, counter=pipeline.CallCounter())
+        structured.call_with_retries(flaky, deadline=time.time() + 30, counter=structured.CallCounter())
     assert flaky.calls == retries + 1
 
 
 def test_the_default_retry_count_comes_from_settings(fast_backoff: Any) -> None:
     flaky = always(lambda: LLMTransientError("down"))
     with pytest.raises(LLMTransientError):
-        pipeline.call_with_retries(flaky, deadline=time.time() + 30, counter=pipeline.CallCounter())
+        structured.call_with_retries(flaky, deadline=time.time() + 30, counter=structured.CallCounter())
     assert flaky.calls == django_settings.COACHING_LLM_MAX_RETRIES + 1
 
 
@@ -192,22 +193,22 @@ def test_permanent_errors_are_not_retried(fast_backoff: Any) -> None:
     fast_backoff.COACHING_LLM_MAX_RETRIES = 5
     flaky = Flaky(LLMPermanentError("400 bad request"))
     with pytest.raises(LLMPermanentError, match="400"):
-        pipeline.call_with_retries(flaky, deadline=time.time() + 30, counter=pipeline.CallCounter())
+        structured.call_with_retries(flaky, deadline=time.time() + 30, counter=structured.CallCounter())
     assert flaky.calls == 1
 
 
 def test_output_errors_are_not_retried_here(fast_backoff: Any) -> None:
     flaky = Flaky(LLMOutputError("bad json"))
     with pytest.raises(LLMOutputError):
-        pipeline.call_with_retries(flaky, deadline=time.time() + 30, counter=pipeline.CallCounter())
+        structured.call_with_retries(flaky, deadline=time.time() + 30, counter=structured.CallCounter())
     assert flaky.calls == 1
 
 
 def test_no_call_is_started_past_the_deadline(fast_backoff: Any) -> None:
     flaky = Flaky()
     with pytest.raises(LLMTransientError, match="no time left"):
-        pipeline.call_with_retries(
-            flaky, deadline=time.time() + pipeline.MIN_CALL_SECONDS / 2, counter=pipeline.CallCounter()
+        structured.call_with_retries(
+            flaky, deadline=time.time() + structured.MIN_CALL_SECONDS / 2, counter=structured.CallCounter()
         )
     assert flaky.calls == 0
 
@@ -219,12 +220,12 @@ def test_retries_stop_at_the_deadline(settings: Any) -> None:
     started = time.time()
     deadline = started + 1.5
     with pytest.raises(LLMTransientError):
-        pipeline.call_with_retries(flaky, deadline=deadline, counter=pipeline.CallCounter())
+        structured.call_with_retries(flaky, deadline=deadline, counter=structured.CallCounter())
     assert 1 < flaky.calls < 20
     # Each call's timeout is what is left before the deadline, and shrinks.
     assert flaky.timeouts[0] <= 1.5
     assert all(later < earlier for earlier, later in zip(flaky.timeouts, flaky.timeouts[1:], strict=False))
-    assert min(flaky.timeouts) >= pipeline.MIN_CALL_SECONDS
+    assert min(flaky.timeouts) >= structured.MIN_CALL_SECONDS
     assert time.time() - started < 10
 
 
@@ -300,7 +301,7 @@ def test_shadow_is_only_offered_the_turns_coachee_messages(turn: Turn, sim: Simu
 def test_concurrent_blackboard_writes_keep_both_turns_findings(
     seeded_tx: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(services, "_start_pipeline", lambda turn_id: None)
+    monkeypatch.setattr(dispatch, "turn_pipeline_start", lambda turn_id: None)
     user = make_coachee()
     session = services.session_start(user_id=user.pk)
     first, second = (
@@ -388,7 +389,7 @@ def test_an_answer_cut_off_by_the_token_limit_is_sampled_again_with_repeats_pena
     assert first["finish_reason"] == "length"
     assert first["frequency_penalty"] is None
     assert second["messages_sha"] == first["messages_sha"]  # the same prompt, not the loop
-    assert second["frequency_penalty"] == pipeline.LOOP_BREAKING_FREQUENCY_PENALTY
+    assert second["frequency_penalty"] == structured.LOOP_BREAKING_FREQUENCY_PENALTY
 
 
 def test_a_transient_fault_is_retried_within_the_step(turn: Turn, sim: SimulatorServer, settings: Any) -> None:
@@ -612,7 +613,7 @@ def test_a_turn_whose_agents_cannot_be_queued_gets_the_fallback_at_once(
     def broker_down(turn_id: int) -> None:
         raise ConnectionError("broker unreachable")
 
-    monkeypatch.setattr(services, "_start_pipeline", broker_down)
+    monkeypatch.setattr(dispatch, "turn_pipeline_start", broker_down)
     services.pipeline_start(turn_id=turn.pk)
 
     turn.refresh_from_db()

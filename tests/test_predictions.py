@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from agents import pipeline, predictions, services
+from agents import dispatch, pipeline, predictions, services
 from agents.llm.simulator import SimulatorServer
 from agents.models import Prediction, PredictionStatus, SessionStatus, Turn
 from tests.conftest import make_coachee, point_agents_at
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.usefixtures("seeded")
 
 @pytest.fixture(autouse=True)
 def _no_canvas(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(services, "_start_pipeline", lambda turn_id: None)
+    monkeypatch.setattr(dispatch, "turn_pipeline_start", lambda turn_id: None)
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from agents import blackboard, privacy, services
+from agents import blackboard, dispatch, privacy, services
 from agents.models import AccountDeletion, AgentRun, BlackboardVersion, CoachingSession, Message, Turn
 from tests.conftest import make_coachee
 from tests.test_views import shadow_findings
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def coachee_with_history(canary: str, monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setattr(services, "_start_pipeline", lambda turn_id: None)
+    monkeypatch.setattr(dispatch, "turn_pipeline_start", lambda turn_id: None)
     user = make_coachee(f"canary-{uuid.uuid4().hex[:6]}")
     session = services.session_start(user_id=user.pk)
     accepted = services.turn_accept(

@@ -16,7 +16,7 @@ from django.core.checks import Error
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
-from agents import pipeline, prompt_ops, services
+from agents import dispatch, pipeline, prompt_ops, services
 from agents.checks import agents_configured
 from agents.context import SharedContext, agent_messages
 from agents.llm.simulator import SimulatorServer, messages_sha
@@ -61,7 +61,7 @@ def make_platform_admin(username: str = "platform", password: str = "pw-for-test
 
 def stored_turn(username: str, *, agent: str = "plasticity", text: str = "I keep skipping my runs.") -> AgentRun:
     """A coachee's turn with Shadow and one specialist run on the simulator; returns the run.
-    The Celery canvas is not started (callers patch services._start_pipeline)."""
+    The Celery canvas is not started (callers patch dispatch.turn_pipeline_start)."""
     user = get_user_model().objects.filter(username=username).first() or make_coachee(username)
     session = services.session_start(user_id=user.pk)
     accepted = services.turn_accept(session_id=session.pk, user_id=user.pk, client_id=f"c-{time.time_ns()}", text=text)
@@ -95,7 +95,7 @@ def sent_sha(run: AgentRun, body: str) -> str:
 
 @pytest.fixture
 def on_sim(seeded: None, sim: SimulatorServer, monkeypatch: pytest.MonkeyPatch) -> SimulatorServer:
-    monkeypatch.setattr(services, "_start_pipeline", lambda turn_id: None)
+    monkeypatch.setattr(dispatch, "turn_pipeline_start", lambda turn_id: None)
     point_agents_at(sim.base_url)
     sim.configure(default={"ttft_ms": 0, "tokens_per_s": 0})
     return sim

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
-from agents import blackboard, pipeline, reply_gate, services, turn_cache
+from agents import blackboard, dispatch, pipeline, reply_gate, services, turn_cache
 from agents.llm.schema import AGENT_PRIORITY, BACKGROUND_PRIORITY, extra_body_for
 from agents.llm.simulator import SimulatorServer
 from agents.models import AgentRun, BlackboardVersion, Message, MessageStatus, ModelEndpoint, QualityFinding, Role, Turn
@@ -84,7 +84,7 @@ def test_a_reply_that_echoes_its_prompt_is_not_delivered(turn: Turn, sim: Simula
 def test_the_fallback_is_in_the_coachees_language(seeded: None, sim: SimulatorServer, monkeypatch: Any) -> None:
     from tests.conftest import point_agents_at
 
-    monkeypatch.setattr(services, "_start_pipeline", lambda turn_id: None)
+    monkeypatch.setattr(dispatch, "turn_pipeline_start", lambda turn_id: None)
     point_agents_at(sim.base_url)
     sim.configure(default={"ttft_ms": 0, "tokens_per_s": 0})
     user = make_coachee()

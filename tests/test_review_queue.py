@@ -12,7 +12,7 @@ from django.core.exceptions import PermissionDenied
 from django.test import Client
 from django.urls import reverse
 
-from agents import pipeline, selectors, services, services_feedback
+from agents import dispatch, pipeline, selectors, services, services_feedback
 from agents.llm.simulator import SimulatorServer
 from agents.models import AnswerFeedback, PromptVersion, QualityFinding, Turn
 from tests.conftest import CLEAN_CRITIC, make_coachee, point_agents_at
@@ -38,7 +38,7 @@ def queued(client: Client, reason: str = "") -> tuple[list[int], str]:
 @pytest.fixture
 def run(seeded: None, sim: SimulatorServer, monkeypatch: pytest.MonkeyPatch) -> Any:
     """One coachee, their coach, and a way to run a turn's Synth stage on scripted replies."""
-    monkeypatch.setattr(services, "_start_pipeline", lambda turn_id: None)
+    monkeypatch.setattr(dispatch, "turn_pipeline_start", lambda turn_id: None)
     point_agents_at(sim.base_url)
     sim.configure(default={"ttft_ms": 0, "tokens_per_s": 0})
     coachee = make_coachee("quinn")

@@ -19,7 +19,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from agents import coach, pipeline, services
+from agents import coach, dispatch, pipeline, services
 from agents.llm import breaker, embedded, limits
 from agents.llm.routing import cache_salt_for
 from agents.llm.schema import extra_body_for
@@ -287,7 +287,7 @@ def two_endpoints(
 ) -> Iterator[Turn]:
     """A running turn whose agents use "primary" (sim), Shadow with "backup" (sim_b) as its
     fallback. Set up before the turn: a turn keeps the setup it started with."""
-    monkeypatch.setattr(services, "_start_pipeline", lambda turn_id: None)
+    monkeypatch.setattr(dispatch, "turn_pipeline_start", lambda turn_id: None)
     sim_b.reset()
     primary = endpoint_on(sim, "primary")
     backup = endpoint_on(sim_b, "backup")

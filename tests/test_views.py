@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from agents import blackboard, services
+from agents import blackboard, dispatch, services
 from agents.models import BlackboardVersion, CoachingSession, SessionEvent, SessionStatus
 from agents.schemas import EvidencedItem, FollowThroughPrediction, ShadowOutput
 from tests.conftest import make_coachee
@@ -77,7 +77,7 @@ def test_password_change_closes_the_users_sockets(seeded: None, closed_sockets: 
 
 
 def test_session_list_shows_first_words(seeded: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(services, "_start_pipeline", lambda turn_id: None)
+    monkeypatch.setattr(dispatch, "turn_pipeline_start", lambda turn_id: None)
     client, user = logged_in()
     session = services.session_start(user_id=user.pk)
     services.turn_accept(session_id=session.pk, user_id=user.pk, client_id="a", text="I want to sleep earlier")

@@ -22,7 +22,7 @@ from django.conf import settings
 from agents.llm import breaker
 from agents.llm.errors import LLMError, LLMPermanentError, LLMRequestsDisabled, LLMTransientError
 from agents.llm.keys import api_key_env_problem
-from agents.observability.llm import observed_completion, observed_stream
+from agents.llm.observed import observed_completion, observed_stream
 
 if TYPE_CHECKING:
     from agents.models import ModelEndpoint
@@ -175,7 +175,7 @@ def _request_kwargs(
     }
 
 
-@observed_completion  # metrics and the `chat {model}` span (agents/observability/llm.py)
+@observed_completion  # metrics and the `chat {model}` span (agents/llm/observed.py)
 def chat_complete(
     spec: EndpointSpec,
     messages: list[dict[str, str]],

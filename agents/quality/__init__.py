@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents.quality.lexicon import META_TALK, RISK_TOPICS, ROLE_CONFUSION
-from agents.safety import fold, unsafe_content
+from agents.safety import unsafe_content
+from agents.safety_text import fold
 
 # Stable ids of the checks, with what each catches (shown to operators beside the counts).
 CHECKS: dict[str, str] = {

@@ -1,6 +1,6 @@
 """Wording the quality gate looks for, in each language the product speaks (en, ru, de, pt, fr, es).
 
-Every pattern is matched on text folded by `agents.safety.fold` (lower case, accents removed),
+Every pattern is matched on text folded by `agents.safety_text.fold` (lower case, accents removed),
 so it is written without accents. Each one names something a reply *to a coachee* never needs:
 a hit costs one regenerated reply (or, for Coach, the reply being withheld), which is cheap next
 to a coachee reading junk. Kept apart from the checks so that reviewers can read the wording

@@ -1,7 +1,7 @@
 """Every model request, measured where it is made: one decorator on each of llm.client's
 request functions records its latency, time to first token, requests in flight and the
 `chat {model}` span. The agent and turn come from the request's own headers
-(pipeline.request_headers), so the client's signatures stay as they are."""
+(llm.structured.request_headers), so the client's signatures stay as they are."""
 
 from __future__ import annotations
 
