@@ -58,6 +58,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--browser-turns", type=int, default=10, help="turns in Chromium (default 10; 0: none)")
     parser.add_argument("--risk-turns", type=int, default=20, help="turns of risky conversations (default 20; 0: none)")
     parser.add_argument(
+        "--conversations", default="", help="ids of the risky conversations to use, comma-separated (default: all)"
+    )
+    parser.add_argument(
         "--risk-concurrency", type=int, default=5, help="coachees with risks talking at once (default 5)"
     )
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"the app's port (default {DEFAULT_PORT})")
@@ -153,23 +156,29 @@ def browser_phase(http_url: str, stamp: str, count: int, wait_s: float, results:
     return records
 
 
-def risk_phase(
-    http_url: str, stamp: str, count: int, concurrency: int, wait_s: float, results: dict[str, Any]
-) -> list[Any]:
+def risk_phase(http_url: str, stamp: str, args: argparse.Namespace, results: dict[str, Any]) -> list[Any]:
     from benchmarks import trial_turns
     from benchmarks.load import Coachee
 
-    plan = trial_turns.risk_plan(trial_turns.load_conversations(), count)
+    conversations = trial_turns.load_conversations()
+    if args.conversations:
+        wanted = args.conversations.split(",")
+        conversations = [c for c in conversations if c.id in wanted]
+        if not conversations:
+            raise ValueError(f"no conversation named {args.conversations} in {trial_turns.RISK_CONVERSATIONS.name}")
+    plan = trial_turns.risk_plan(conversations, args.risk_turns)
     coachees = []
     for index, conversation in enumerate(plan):
         user_id, session_id = trial_turns.new_coachee(f"trial-{stamp}-{conversation.id}", conversation.locale)
         coachees.append((conversation, Coachee(index, session_id, trial_turns.session_cookie(user_id))))
     results["conversations"] = [asdict(c) for c in plan]
-    results["risk_concurrency"] = min(concurrency, len(plan))
+    results["risk_concurrency"] = min(args.risk_concurrency, len(plan))
     turns = sum(len(c.turns) for c in plan)
     at_once = results["risk_concurrency"]
     print(f">> {turns} turns of {len(plan)} conversations with known risks, {at_once} at once", flush=True)
-    return asyncio.run(trial_turns.run_conversations(http_url, coachees, concurrency=concurrency, wait_s=wait_s))
+    return asyncio.run(
+        trial_turns.run_conversations(http_url, coachees, concurrency=args.risk_concurrency, wait_s=args.turn_wait)
+    )
 
 
 def run_turns(
@@ -187,9 +196,7 @@ def run_turns(
         (
             "risk",
             args.risk_turns,
-            lambda: risk_phase(
-                http_url, results["stamp"], args.risk_turns, args.risk_concurrency, args.turn_wait, results
-            ),
+            lambda: risk_phase(http_url, results["stamp"], args, results),
         ),
     ]
     for name, count, phase in phases:

@@ -276,6 +276,8 @@ def totals(rows: list[dict[str, Any]], checked: list[ShownText]) -> dict[str, An
         "texts_shown": sum(1 for c in checked if c.counted),
         "junk_shown": sum(1 for c in checked if c.counted and c.junk),
         "blocked_move_shown": sum(1 for c in checked if c.counted and c.blocked),
+        # The blocked-move check means little where nothing was blocked: how often something was.
+        "turns_with_blocked_moves": sum(1 for r in ended if r["blocked"]),
     }
 
 

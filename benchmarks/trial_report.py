@@ -183,7 +183,8 @@ def shown_section(results: dict[str, Any]) -> list[str]:
         "",
         "Every Coach reply that was not withdrawn, every full answer and fallback, through the quality gate "
         "(agents/quality) with every agent prompt as the system's wording, and the moves blocked for that coachee "
-        "at that turn (previous turn's Stability, this turn's Stability and brief).",
+        "at that turn (previous turn's Stability, this turn's Stability and brief). Moves were blocked in "
+        f"{results['totals']['turns_with_blocked_moves']} of {results['totals']['turns']} turns.",
         "",
         *table(
             ["turns", "texts shown", "junk (gate findings)", "with a blocked move"],
@@ -300,7 +301,8 @@ def durations_section(results: dict[str, Any]) -> list[str]:
         f"flagged {totals['flagged']}, Coach withdrawn {totals['coach_withdrawn']}; escalations: {escalations} "
         f"({totals['pregate']} by the crisis pre-gate at accept). "
         f"Texts shown {totals['texts_shown']}: junk {totals['junk_shown']}, "
-        f"with a blocked move {totals['blocked_move_shown']}.",
+        f"with a blocked move {totals['blocked_move_shown']} (moves were blocked in "
+        f"{totals['turns_with_blocked_moves']} of {totals['turns']} turns).",
     ]
 
 
