@@ -272,8 +272,17 @@ def main(argv: list[str] | None = None) -> int:
             }
             time.sleep(5)  # the machine settles after the warm-up before the first turn is timed
             records = run_turns(args, env, env.http_url, marker, results)
-    analyse(records, results)
     from benchmarks import trial_report
+
+    try:
+        analyse(records, results)
+    except Exception as exc:  # the turns' timings exist only here: keep them whatever happens
+        traceback.print_exc()
+        results["errors"].append(f"analysis: {type(exc).__name__}: {exc}")
+        results["records"] = [asdict(r) for r in records]
+        path = trial_report.write_json(args.out_dir, results)
+        print(f">> the analysis failed; the turns as measured are in {os.path.relpath(path)}", flush=True)
+        return 1
 
     markdown = trial_report.render(results)
     json_path, md_path = trial_report.write(args.out_dir, results, markdown)

@@ -319,10 +319,15 @@ def render(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(out_dir: Path, results: dict[str, Any], markdown: str) -> tuple[Path, Path]:
+def write_json(out_dir: Path, results: dict[str, Any]) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
-    base = out_dir / f"engine-trial-{results['stamp']}"
-    json_path, md_path = base.with_suffix(".json"), base.with_suffix(".md")
-    json_path.write_text(json.dumps(results, indent=2, ensure_ascii=False, default=str) + "\n")
+    path = out_dir / f"engine-trial-{results['stamp']}.json"
+    path.write_text(json.dumps(results, indent=2, ensure_ascii=False, default=str) + "\n")
+    return path
+
+
+def write(out_dir: Path, results: dict[str, Any], markdown: str) -> tuple[Path, Path]:
+    json_path = write_json(out_dir, results)
+    md_path = json_path.with_suffix(".md")
     md_path.write_text(markdown)
     return json_path, md_path
