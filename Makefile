@@ -1,5 +1,5 @@
 .DEFAULT_GOAL := help
-.PHONY: help run test test-fast lint
+.PHONY: help run test test-fast lint trial
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -18,3 +18,6 @@ lint: ## ruff, mypy and the import contracts only
 
 bench: ## Performance benchmark: the real stack at 1-50 coachees on the simulator, one real-model turn (minutes)
 	@scripts/bench.sh $(BENCH_ARGS)
+
+trial: ## Engine trial on vLLM: make run's start timed, 10 turns in Chromium, 20 risky turns (~30 min, idle machine)
+	@.venv/bin/python -m benchmarks.engine_trial $(TRIAL_ARGS)
