@@ -269,7 +269,9 @@ def coach_end(
     if prompt_tokens > call.context_budget:
         context["over_budget_by"] = prompt_tokens - call.context_budget
     findings = coach_findings(call, text, status)
-    shown, shown_status = (reply_gate.WITHDRAWN_NOTICE, MessageStatus.WITHDRAWN) if findings else (text, status)
+    shown, shown_status = (
+        (reply_gate.withdrawn_notice(call.expect.languages), MessageStatus.WITHDRAWN) if findings else (text, status)
+    )
     with transaction.atomic():
         ended = Message.objects.filter(pk=call.message_id, status=MessageStatus.STREAMING).update(
             text=shown, status=shown_status, updated_at=timezone.now()

@@ -732,7 +732,7 @@ def synth_step(*, turn_id: int) -> str:
         missing.append("critic")
     delivered = services.turn_finish(
         turn_id=turn.pk,
-        reply=reply if reply is not None else reply_gate.fallback_reply(expect.languages),
+        reply=reply if reply is not None else services.fallback_reply(expect.languages),
         fallback=reply is None,
         degraded=bool(missing) or reply is None,
         flag_reason=flag_reason,

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
 
-from agents import quality, services
+from agents import quality
 from agents.arbitration import MoveInfo
 from agents.models import Escalation, Message, QualityFinding, Role, Turn
 from agents.observability import metrics
@@ -26,38 +26,21 @@ RECENT_MESSAGES = 6
 # A refer or crisis escalation this recent keeps Coach's reply held until it is checked.
 ESCALATION_MEMORY = timedelta(days=14)
 
-# The honest short answer when Synth's reply fails the gate twice, in the coachee's language.
-FALLBACK_REPLIES = {
-    "en": services.FALLBACK_REPLY,
-    "de": (
-        "Ich möchte dir eine sorgfältige, vollständige Antwort geben, und das ist mir gerade nicht sicher "
-        "gelungen. Deine Nachricht ist gespeichert und dein Coach kann sie sehen. Wenn du magst, erzähl mir "
-        "mehr darüber, was dir gerade am wichtigsten ist."
-    ),
-    "fr": (
-        "Je veux te donner une réponse soignée et complète, et je n'ai pas pu en préparer une de façon sûre "
-        "pour l'instant. Ton message est enregistré et ton coach peut le voir. Si tu veux, dis-m'en plus sur "
-        "ce qui compte le plus pour toi en ce moment."
-    ),
-    "es": (
-        "Quiero darte una respuesta cuidadosa y completa, y ahora mismo no he podido prepararla de forma "
-        "segura. Tu mensaje está guardado y tu coach puede verlo. Si quieres, cuéntame más sobre lo que más "
-        "te importa ahora."
-    ),
-    "pt": (
-        "Quero te dar uma resposta cuidadosa e completa, e agora não consegui prepará-la com segurança. "
-        "Sua mensagem está salva e seu coach pode vê-la. Se quiser, conte-me mais sobre o que mais importa "
-        "para você agora."
-    ),
-    "ru": (
-        "Я хочу дать вам внимательный и полный ответ, но сейчас не смог подготовить его надёжно. "
-        "Ваше сообщение сохранено, и ваш коуч его видит. Если хотите, расскажите, что для вас сейчас "
-        "важнее всего."
-    ),
+# What replaces a withdrawn Coach reply, in the coachee's language (the original stays on its
+# run for the review).
+WITHDRAWN_NOTICES = {
+    "en": "(This quick reply was withdrawn by the quality check; the full answer follows.)",
+    "de": "(Diese schnelle Antwort wurde von der Qualitätsprüfung zurückgezogen; die vollständige Antwort folgt.)",
+    "fr": "(Cette réponse rapide a été retirée par le contrôle qualité ; la réponse complète suit.)",
+    "es": "(Esta respuesta rápida fue retirada por el control de calidad; la respuesta completa llega enseguida.)",
+    "pt": "(Esta resposta rápida foi retirada pela verificação de qualidade; a resposta completa vem a seguir.)",
+    "ru": "(Этот быстрый ответ снят проверкой качества; полный ответ придёт следом.)",
 }
+WITHDRAWN_NOTICE = WITHDRAWN_NOTICES["en"]
 
-# What replaces a withdrawn Coach reply (the original stays on its run for the review).
-WITHDRAWN_NOTICE = "(This quick reply was withdrawn by the quality check; the full answer follows.)"
+
+def withdrawn_notice(languages: frozenset[str]) -> str:
+    return WITHDRAWN_NOTICES.get(next(iter(languages), "en"), WITHDRAWN_NOTICE)
 
 
 def system_wording(texts: Iterable[str]) -> tuple[str, ...]:
@@ -73,16 +56,6 @@ def recent_coachee_texts(turn: Turn) -> list[str]:
         .values_list("text", flat=True)[:RECENT_MESSAGES]
     )
     return texts or [turn.user_message.text]
-
-
-def coachee_languages(texts: Sequence[str]) -> frozenset[str]:
-    """The language the coachee writes in: of their message when the identifier is sure, else of
-    their recent messages together; empty (no language check) when it cannot tell."""
-    for text in (texts[0], "\n".join(texts)) if texts else ():
-        language = quality.language_of(text)
-        if language:
-            return frozenset({language})
-    return frozenset()
 
 
 def blocked_for(keys: Iterable[str], catalog: dict[str, MoveInfo]) -> tuple[quality.BlockedMove, ...]:
@@ -102,7 +75,7 @@ def expectations_for(
     texts = recent_coachee_texts(turn)
     return quality.Expectations(
         wording=system_wording(wording),
-        languages=coachee_languages(texts),
+        languages=quality.coachee_languages(texts),
         blocked_moves=blocked_for(blocked, catalog),
         risk_topics=quality.topics_in(texts),
     )
@@ -118,11 +91,6 @@ def risks_known(turn: Turn, expect: quality.Expectations) -> bool:
         escalation__in=[Escalation.REFER, Escalation.CRISIS],
         started_at__gte=turn.started_at - ESCALATION_MEMORY,
     ).exists()
-
-
-def fallback_reply(languages: frozenset[str]) -> str:
-    language = next(iter(languages), "en")
-    return FALLBACK_REPLIES.get(language, FALLBACK_REPLIES["en"])
 
 
 def findings_record(

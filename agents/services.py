@@ -31,6 +31,7 @@ from agents import (
     compaction,
     dispatch,
     layer,
+    quality,
     rendering,
     safety,
     selectors,
@@ -62,11 +63,45 @@ from agents.observability import metrics
 
 logger = logging.getLogger(__name__)
 
-FALLBACK_REPLY = (
-    "I want to give you a careful, complete answer, and I could not put one together safely just now. "
-    "Your message is saved and your coach can see it. If you like, send it again in a moment, "
-    "or tell me more about what matters most to you right now."
-)
+# The honest short answer when the full answer cannot be given (Synth's reply failed the gate
+# twice, the deadline passed, the agents could not be queued), in the coachee's language.
+FALLBACK_REPLIES = {
+    "en": (
+        "I want to give you a careful, complete answer, and I could not put one together safely just now. "
+        "Your message is saved and your coach can see it. If you like, send it again in a moment, "
+        "or tell me more about what matters most to you right now."
+    ),
+    "de": (
+        "Ich möchte dir eine sorgfältige, vollständige Antwort geben, und das ist mir gerade nicht sicher "
+        "gelungen. Deine Nachricht ist gespeichert und dein Coach kann sie sehen. Wenn du magst, erzähl mir "
+        "mehr darüber, was dir gerade am wichtigsten ist."
+    ),
+    "fr": (
+        "Je veux te donner une réponse soignée et complète, et je n'ai pas pu en préparer une de façon sûre "
+        "pour l'instant. Ton message est enregistré et ton coach peut le voir. Si tu veux, dis-m'en plus sur "
+        "ce qui compte le plus pour toi en ce moment."
+    ),
+    "es": (
+        "Quiero darte una respuesta cuidadosa y completa, y ahora mismo no he podido prepararla de forma "
+        "segura. Tu mensaje está guardado y tu coach puede verlo. Si quieres, cuéntame más sobre lo que más "
+        "te importa ahora."
+    ),
+    "pt": (
+        "Quero te dar uma resposta cuidadosa e completa, e agora não consegui prepará-la com segurança. "
+        "Sua mensagem está salva e seu coach pode vê-la. Se quiser, conte-me mais sobre o que mais importa "
+        "para você agora."
+    ),
+    "ru": (
+        "Я хочу дать вам внимательный и полный ответ, но сейчас не смог подготовить его надёжно. "
+        "Ваше сообщение сохранено, и ваш коуч его видит. Если хотите, расскажите, что для вас сейчас "
+        "важнее всего."
+    ),
+}
+FALLBACK_REPLY = FALLBACK_REPLIES["en"]
+
+
+def fallback_reply(languages: frozenset[str]) -> str:
+    return FALLBACK_REPLIES.get(next(iter(languages), "en"), FALLBACK_REPLY)
 
 
 class TurnRunningError(Exception):
@@ -289,11 +324,15 @@ def pipeline_start(*, turn_id: int) -> None:
 
 
 def turn_fallback(*, turn_id: int, reason: str, missing: list[str]) -> bool:
-    """End the turn now with the fallback reply, flagged with `reason` (queuing failed, the
-    deadline passed, Synth crashed). False when it had already ended."""
-    return turn_finish(
-        turn_id=turn_id, reply=FALLBACK_REPLY, fallback=True, degraded=True, flag_reason=reason, missing=missing
-    )
+    """End the turn now with the fallback reply in the coachee's language, flagged with `reason`
+    (queuing failed, the deadline passed, Synth crashed). False when it had already ended."""
+    texts: list[str] = []
+    message = Message.objects.filter(turn_as_user__pk=turn_id).values("text", "session_id", "seq").first()
+    if message is not None:
+        earlier = safety.recent_coachee_texts(message["session_id"], before_seq=message["seq"])
+        texts = [message["text"], *earlier]
+    reply = fallback_reply(quality.coachee_languages(texts))
+    return turn_finish(turn_id=turn_id, reply=reply, fallback=True, degraded=True, flag_reason=reason, missing=missing)
 
 
 def crisis_answer(*, turn: Turn, signal: safety.CrisisSignal) -> None:

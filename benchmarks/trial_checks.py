@@ -82,7 +82,8 @@ def trial_runs(turns: dict[int, Turn]) -> list[AgentRun]:
 def fixed_texts() -> dict[str, str]:
     """The product's own fixed texts, by text: fallbacks and the crisis pre-gate's calm replies."""
     fixed = {services.FALLBACK_REPLY: "fallback"}
-    fixed.update(dict.fromkeys(reply_gate.FALLBACK_REPLIES.values(), "fallback"))
+    fixed.update(dict.fromkeys(services.FALLBACK_REPLIES.values(), "fallback"))
+    fixed.update(dict.fromkeys(reply_gate.WITHDRAWN_NOTICES.values(), "withdrawn notice"))
     fixed.update(dict.fromkeys(safety.CRISIS_REPLIES.values(), "crisis reply"))
     fixed.update(dict.fromkeys(safety.ABUSE_REPLIES.values(), "crisis reply"))
     return fixed

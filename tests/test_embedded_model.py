@@ -25,7 +25,7 @@ import openai
 import pytest
 from asgiref.sync import sync_to_async
 
-from agents import quality, reply_gate
+from agents import quality, reply_gate, services
 from agents.llm import embedded
 from agents.llm.client import EndpointSpec
 from agents.llm.schema import WIDEST_ID, answer_token_bound, json_schema_for
@@ -362,7 +362,7 @@ def shown_texts(turns: list[Turn]) -> list[tuple[str, quality.Expectations]]:
     """What each turn showed its coachee, with the wording the gate judged it against: the
     system's own (the fenced transcript may be quoted back). The fixed fallbacks are ours, and
     a second turn's prompt quotes the first one's."""
-    fallbacks = set(reply_gate.FALLBACK_REPLIES.values())
+    fallbacks = set(services.FALLBACK_REPLIES.values())
     shown = []
     for turn in Turn.objects.filter(pk__in=[t.pk for t in turns]).select_related("coach_message", "synth_message"):
         expect = quality.Expectations(wording=reply_gate.system_wording([turn.shared_prompt]))

@@ -94,8 +94,31 @@ def test_the_fallback_is_in_the_coachees_language(seeded: None, sim: SimulatorSe
     turn = pipeline.load_turn(accepted.turn_id)
     script_synth(sim, GOOD)  # English to a German coachee: wrong language, twice
     pipeline.synth_step(turn_id=turn.pk)
-    assert synth_replies(turn) == [reply_gate.FALLBACK_REPLIES["de"]]
+    assert synth_replies(turn) == [services.FALLBACK_REPLIES["de"]]
     assert QualityFinding.objects.filter(turn=turn, check_name="language").count() == 2
+
+
+@pytest.mark.parametrize(
+    ("language", "text"),
+    [
+        ("pt", "Prometi a mim mesma estudar inglês todas as manhãs e só consegui duas vezes esta semana."),
+        ("ru", "Я хочу ложиться спать до полуночи, но каждый вечер засиживаюсь за сериалами."),
+    ],
+)
+def test_the_deadlines_fallback_and_the_withdrawn_notice_are_in_the_coachees_language(
+    seeded: None, monkeypatch: Any, language: str, text: str
+) -> None:
+    # The deadline's (and a crashed Synth's) fallback was always English, and so was the notice
+    # that replaces a withdrawn Coach reply.
+    monkeypatch.setattr(dispatch, "turn_pipeline_start", lambda turn_id: None)
+    user = make_coachee()
+    session = services.session_start(user_id=user.pk)
+    accepted = services.turn_accept(session_id=session.pk, user_id=user.pk, client_id="c-1", text=text)
+    assert services.turn_fallback(turn_id=accepted.turn_id, reason="deadline passed", missing=["synth"])
+    turn = Turn.objects.get(pk=accepted.turn_id)
+    assert synth_replies(turn) == [services.FALLBACK_REPLIES[language]]
+    assert reply_gate.withdrawn_notice(frozenset({language})) == reply_gate.WITHDRAWN_NOTICES[language]
+    assert reply_gate.withdrawn_notice(frozenset()) == reply_gate.WITHDRAWN_NOTICE  # unknown: English
 
 
 # --- Priority on vLLM --------------------------------------------------------------------------------

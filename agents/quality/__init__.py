@@ -283,3 +283,13 @@ def _identifier() -> Any:
     identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
     identifier.set_languages(list(PRODUCT_LANGUAGES))
     return identifier
+
+
+def coachee_languages(texts: Sequence[str]) -> frozenset[str]:
+    """The language the coachee writes in: of their message when the identifier is sure, else of
+    their recent messages together; empty (no language check) when it cannot tell."""
+    for text in (texts[0], "\n".join(texts)) if texts else ():
+        language = language_of(text)
+        if language:
+            return frozenset({language})
+    return frozenset()
