@@ -43,7 +43,7 @@ from agents.models import (
     Turn,
 )
 from agents.observability import hooks as observe
-from agents.pipeline import catalog_text, load_turn, turn_prefix_store, turn_shared_context
+from agents.pipeline import catalog_text, load_turn, turn_shared_context
 from agents.prompts import render_prompt
 from agents.transactions import bookkeeping_atomic
 from agents.turn_cache import TurnSetup
@@ -143,8 +143,8 @@ def previous_blocked_moves(turn: Turn) -> list[str]:
 
 
 def coach_prepare(*, turn_id: int) -> CoachCall | None:
-    """Everything Coach's request needs, read from the database and nothing written. None when
-    Coach does not run."""
+    """Everything Coach's request needs; the turn's shared prefix is built and stored here (the
+    first step that needs it). None when Coach does not run."""
     turn = turn_cache.running_turn(turn_id, load_turn)
     if turn is None:
         return None
@@ -157,7 +157,7 @@ def coach_prepare(*, turn_id: int) -> CoachCall | None:
     routes, refusal = first_available(routes_for(config))
     circuit_open = refusal if isinstance(refusal, LLMCircuitOpen) else None
     shared = turn_shared_context(turn)
-    # Read by the build when it ran in this process (the usual case), else once more here.
+    # Read by the build (the usual case), else once more here.
     blocked = (
         shared.previous_blocked_moves if shared.previous_blocked_moves is not None else previous_blocked_moves(turn)
     )
@@ -361,17 +361,13 @@ class Accepted:
 
 
 def coach_accept(*, session_id: int, user_id: int, client_id: str, text: str) -> Accepted:
-    """The rate limit, turn_accept, the turn's shared prefix, queuing the canvas and Coach's
-    preparation, in one call on a database thread (each hop from the event loop to it and back
-    cost about a millisecond before Coach's first token).
+    """The rate limit, turn_accept, Coach's preparation and queuing the canvas, in one call on a
+    database thread (each hop from the event loop to it and back cost about a millisecond before
+    Coach's first token).
 
-    The prefix is built and stored here, once, before anything reads it: Coach's request and
-    every agent of the canvas start from the same text (and vLLM's prefix cache holds it once).
-
-    The canvas is queued here, before Coach's preparation rather than beside it from another
-    thread: on two cores the two competed for the interpreter (benchmark: Shadow's call 8 ms
-    sooner, Coach's first token no later). Queued after Coach's request instead: Shadow 14 ms
-    later. A broker that is down delays Coach by Celery's publish retries (under a second)."""
+    Coach's preparation builds the turn's shared prefix and stores it on the turn, once, before
+    the canvas is queued: every agent then starts from the same text (and vLLM's prefix cache
+    holds it once). When Coach does not run (a crisis answer, Coach off), Shadow builds it."""
     if not services.turn_rate_allows(user_id=user_id):
         return Accepted(None)
     result = services.turn_accept(
@@ -379,15 +375,14 @@ def coach_accept(*, session_id: int, user_id: int, client_id: str, text: str) ->
     )
     if not result.created:
         return Accepted(result)
-    turn_prefix_store(result.turn_id)
-    if result.pipeline_due:
-        services.pipeline_start(turn_id=result.turn_id)
     try:
         call = coach_prepare(turn_id=result.turn_id)
     except Exception:
         # Coach could not even start (configuration, database): the full answer still comes.
         logger.exception("coach could not start on turn %s", result.turn_id)
         call = None
+    if result.pipeline_due:
+        services.pipeline_start(turn_id=result.turn_id)
     return Accepted(result, call)
 
 

@@ -97,20 +97,9 @@ def stage_deadline(turn: Turn, stage: str) -> float:
 
 
 def turn_shared_context(turn: Turn) -> SharedContext:
-    """The turn's shared prefix: built once (on accept, turn_prefix_store) and stored on the
-    Turn, so every step loads it with the turn instead of rebuilding it."""
+    """The turn's shared prefix: built once (by Coach's preparation on accept, else by Shadow)
+    and stored on the Turn, so every step loads it with the turn instead of rebuilding it."""
     return stored_shared_context(turn) or shared_context_store(turn, shared_context_build(turn))
-
-
-def turn_prefix_store(turn_id: int) -> None:
-    """Build the turn's shared prefix and store it on the turn as it is accepted, before Coach's
-    request and the canvas are sent. Should that fail, the first step that needs it builds it."""
-    try:
-        turn = turn_cache.running_turn(turn_id, load_turn)
-        if turn is not None:
-            turn_shared_context(turn)
-    except Exception:
-        logger.exception("could not build the shared prefix of turn %s on accept", turn_id)
 
 
 def stored_shared_context(turn: Turn) -> SharedContext | None:
