@@ -25,7 +25,7 @@ from benchmarks.load import Coachee, CoacheeSocket
 DATA = Path(__file__).resolve().parent / "data"
 BROWSER_TURNS = DATA / "browser_turns.json"
 RISK_CONVERSATIONS = DATA / "risk_conversations.json"
-# Debian's Chromium, never a downloaded browser; the flags the browser tests use.
+# Debian's Chromium, never a downloaded browser, with the flags the browser tests use too.
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox",

@@ -15,18 +15,9 @@ import pytest
 from django.db import connections
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
+from benchmarks.trial_turns import CHROMIUM, CHROMIUM_ARGS
 from tests.conftest import OUTPUT_DIR, ROOT, LiveStack
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 SCREENSHOTS = OUTPUT_DIR / "screenshots"
 PASSWORD = "pw-for-tests-1"
 # A whole turn on the live stack ends within its 20 s deadline; leave room for a slow machine.
