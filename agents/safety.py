@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 import re2
 
-from agents import safety_text  # how the pre-gate reads text (the classifier reads it so too)
 from agents.models import CrisisCategory, CrisisPattern, Escalation, Message, Role
-from agents.safety_text import fold, informational, readings, skeleton, variants
+
+# How the pre-gate reads text (the classifier reads it so too).
+from agents.safety_text import CYRILLIC_LETTER, fold, informational, readings, skeleton, variants
 
 logger = logging.getLogger(__name__)
 
@@ -152,7 +153,7 @@ def pattern_regex_source(pattern: str) -> str:
     """A pattern as compiled: folded; one written in Cyrillic becomes its Latin skeleton (it is
     then matched against the skeleton variant of a message, whichever script that used)."""
     folded = fold(pattern)
-    return skeleton(folded) if safety_text.CYRILLIC_LETTER.search(folded) else folded
+    return skeleton(folded) if CYRILLIC_LETTER.search(folded) else folded
 
 
 @functools.lru_cache(maxsize=4096)
