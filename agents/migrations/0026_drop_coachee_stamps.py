@@ -1,8 +1,8 @@
 """Drop the coachee change stamps and their triggers (migration 0015).
 
 They told the read-ahead copy of a coachee's context sources (agents/context_ahead.py,
-removed) whether it was still current, for ~10 ms of Coach's first token against the test
-simulator, where a real engine spends seconds per agent; and each fired on every write of a
+removed) whether it was still current, for milliseconds against the test simulator, where a
+real engine spends seconds per agent; and each fired on every write of a
 message, summary, session, prediction, blackboard version or Stability run. The "setup" stamp
 and its triggers stay: each process keeps the agents' setup by it (agents/turn_cache.py).
 """
