@@ -1,6 +1,6 @@
 """The coaching domain: sessions, turns, agent runs, the blackboard and configuration.
 
-No LLM calls and no I/O here: services.py and pipeline.py do the work.
+No LLM calls and no I/O here: the turns and pipeline packages do the work.
 """
 
 from typing import Any
@@ -758,7 +758,7 @@ class Prediction(models.Model):
 
 
 class QualityFinding(models.Model):
-    """One check of the quality gate (agents.quality) that a coachee-visible text failed, and
+    """One check of the quality gate (agents.safety.quality) that a coachee-visible text failed, and
     what was done about it; counted per check for operators."""
 
     class Surface(models.TextChoices):

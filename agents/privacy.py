@@ -18,7 +18,6 @@ from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
-from agents import services
 from agents.models import (
     AccountDeletion,
     AccountSettings,
@@ -31,6 +30,7 @@ from agents.models import (
     SessionSummary,
     Turn,
 )
+from agents.turns import event_log, limits
 
 EXPORT_FORMAT_VERSION = 1
 
@@ -127,9 +127,9 @@ def account_delete(*, user_id: int) -> AccountDeletion:
         record = AccountDeletion.objects.create(
             subject=subject_hash(user_id), counts=dict(Counter({k.split(".")[-1]: v for k, v in deleted.items()}))
         )
-    services.user_sockets_close(user_id=user_id)
+    event_log.user_sockets_close(user_id=user_id)
     minute = int(time.time() // 60)
-    services.sockets_forget(user_id=user_id)
+    limits.sockets_forget(user_id=user_id)
     cache.delete_many([f"coaching:turns:{user_id}:{m}" for m in (minute - 1, minute, minute + 1)])
     return record
 

@@ -30,12 +30,11 @@ from django.utils.safestring import SafeString
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import ValidationError
 
-from agents import coach, pipeline, quality, reply_gate, turn_cache
-from agents.context import SharedContext, agent_messages
-from agents.llm import structured
+from agents.chat import coach
 from agents.llm.client import EndpointSpec, chat_complete, list_models
 from agents.llm.errors import LLMError, LLMTransientError
 from agents.llm.schema import extra_body_for
+from agents.memory.context import SharedContext, agent_messages
 from agents.models import (
     Agent,
     AgentConfig,
@@ -50,8 +49,11 @@ from agents.models import (
     ReplayStatus,
     RunStatus,
 )
+from agents.pipeline import reply_gate, steps
 from agents.prompts import PLACEHOLDERS, placeholders_in, render_prompt
-from agents.schemas import OUTPUT_SCHEMAS
+from agents.roles import structured, turn_setup
+from agents.roles.schemas import OUTPUT_SCHEMAS
+from agents.safety import quality
 from agents.selectors import turn_number
 
 User = AbstractBaseUser | AnonymousUser
@@ -534,7 +536,7 @@ def _replayable_runs(version: PromptVersion, run_ids: Sequence[int]) -> list[Age
 
 
 def replay_one(version: PromptVersion, run: AgentRun, *, timeout_s: float) -> ReplayRow:
-    """`version` on one stored run's inputs (pipeline.agent_run_replay); writes nothing."""
+    """`version` on one stored run's inputs (pipeline.steps.agent_run_replay); writes nothing."""
     row = _row_for(run)
     if timeout_s < structured.MIN_CALL_SECONDS:
         row.new_failure = "not run: the replay's time limit was reached"
@@ -542,7 +544,7 @@ def replay_one(version: PromptVersion, run: AgentRun, *, timeout_s: float) -> Re
     if run.agent == Agent.COACH:
         return _coach_replay(version, run, row, timeout_s=timeout_s)
     try:
-        result = pipeline.agent_run_replay(run=run, prompt_body=version.body, timeout_s=timeout_s)
+        result = steps.agent_run_replay(run=run, prompt_body=version.body, timeout_s=timeout_s)
     except (KeyError, ValueError, AgentConfig.DoesNotExist) as exc:
         row.new_failure = f"cannot be replayed: {exc}"
         return row
@@ -570,7 +572,7 @@ def _coach_replay(version: PromptVersion, run: AgentRun, row: ReplayRow, *, time
         return row
     config = AgentConfig.objects.select_related("endpoint").get(agent=Agent.COACH)
     if not config.endpoint.trusted_for_coachee_data:  # checked again here: trust may change after queuing
-        row.new_failure = f"cannot be replayed: {pipeline.UntrustedEndpointError(config.endpoint.name)}"
+        row.new_failure = f"cannot be replayed: {steps.UntrustedEndpointError(config.endpoint.name)}"
         return row
     spec = EndpointSpec.from_endpoint(config.endpoint)
     shared = SharedContext(text=turn.shared_prompt, tokens=0, message_ids=[])
@@ -597,7 +599,7 @@ def _coach_replay(version: PromptVersion, run: AgentRun, row: ReplayRow, *, time
         turn,
         wording=[message["content"] for message in messages],
         blocked=coach.previous_blocked_moves(turn),
-        catalog=turn_cache.move_catalog(),
+        catalog=turn_setup.move_catalog(),
     )
     row.new_errors = [str(finding) for finding in quality.reply_findings(completion.content, expect)]
     row.valid = bool(completion.content.strip()) and not row.new_errors

@@ -20,8 +20,7 @@ from django.db.models import Count, Exists, Max, OuterRef, Prefetch, Q, QuerySet
 from django.utils import timezone
 from pydantic import ValidationError
 
-from agents import predictions
-from agents.arbitration import HIGH_RISK_PRIORITY, HIGH_RISK_SEVERITY
+from agents.memory import predictions
 from agents.models import (
     Agent,
     AgentRun,
@@ -37,9 +36,10 @@ from agents.models import (
     RunStatus,
     Turn,
 )
-from agents.pipeline import instructions_for
+from agents.pipeline.steps import instructions_for
 from agents.rendering import markdown_to_safe_html
-from agents.schemas import (
+from agents.roles.arbitration import HIGH_RISK_PRIORITY, HIGH_RISK_SEVERITY
+from agents.roles.schemas import (
     OUTPUT_SCHEMAS,
     AgentOutput,
     CriticOutput,

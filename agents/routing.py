@@ -1,5 +1,5 @@
 from django.urls import path
 
-from agents.consumers import ChatConsumer
+from agents.chat.consumers import ChatConsumer
 
 websocket_urlpatterns = [path("ws/sessions/<int:session_id>/", ChatConsumer.as_asgi())]

@@ -11,7 +11,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from agents import services
+from agents.memory import edits
 from agents.models import Annotation, BlackboardVersion, CoachInboxMark, Turn
 
 
@@ -52,12 +52,12 @@ def turns_flag(*, turn_ids: list[int], author_id: int, note: str = "") -> int:
 def blackboard_revert(*, coachee_id: int, version_id: int, by_user_id: int) -> BlackboardVersion:
     """Write a NEW latest version whose data equals the chosen older one; nothing is deleted.
 
-    Locks the coachee's blackboard the way every writer does (services.blackboard_lock_latest),
+    Locks the coachee's blackboard the way every writer does (memory.edits.blackboard_lock_latest),
     so a revert and a concurrent Shadow write cannot both take the same version number.
     BlackboardVersion.DoesNotExist when the version is not this coachee's.
     """
     with transaction.atomic():
-        latest = services.blackboard_lock_latest(coachee_id=coachee_id)
+        latest = edits.blackboard_lock_latest(coachee_id=coachee_id)
         target = BlackboardVersion.objects.get(pk=version_id, coachee_id=coachee_id)
         if latest is None:  # cannot happen once the target exists; keeps the types honest
             raise BlackboardVersion.DoesNotExist

@@ -7,15 +7,16 @@ from celery.signals import task_postrun, task_prerun
 from django.contrib.auth.signals import user_logged_out, user_login_failed
 from django.dispatch import receiver
 
-from agents import services, throttle
+from agents.chat import throttle
 from agents.observability import metrics
+from agents.turns import event_log
 
 
 @receiver(user_logged_out)
 def close_sockets_on_logout(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
     # A logged-out browser must not keep receiving the conversation on an open socket.
     if user is not None and user.pk is not None:
-        services.user_sockets_close(user_id=user.pk)
+        event_log.user_sockets_close(user_id=user.pk)
 
 
 @receiver(user_login_failed)

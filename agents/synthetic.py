@@ -15,7 +15,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from agents import blackboard, pipeline, services
+from agents.memory import blackboard
 from agents.models import (
     SPECIALISTS,
     Agent,
@@ -33,7 +33,9 @@ from agents.models import (
     SummaryStrategy,
     Turn,
 )
-from agents.schemas import EvidencedItem, FollowThroughPrediction, ShadowOutput
+from agents.pipeline import steps
+from agents.roles.schemas import EvidencedItem, FollowThroughPrediction, ShadowOutput
+from agents.turns import accept, event_log, sessions
 
 PINNED_GOAL = "Run a 10k race before the summer"
 PINNED_COMMITMENT = "Go running on Tuesday and Thursday mornings"
@@ -67,7 +69,7 @@ class SyntheticCoachee:
 
 
 def _add_message(session: CoachingSession, role: str, text: str) -> Message:
-    return Message.objects.create(session=session, seq=services.next_seq(session.pk), role=role, text=text)
+    return Message.objects.create(session=session, seq=event_log.next_seq(session.pk), role=role, text=text)
 
 
 def synthetic_coachee(*, username: str, earlier_sessions: int, history_messages: int) -> SyntheticCoachee:
@@ -83,7 +85,7 @@ def synthetic_coachee(*, username: str, earlier_sessions: int, history_messages:
         SessionSummary.objects.create(
             session=session,
             scope=SummaryScope.SESSION,
-            covers_until_seq=services.next_seq(session.pk),
+            covers_until_seq=event_log.next_seq(session.pk),
             attempt=1,
             strategy=SummaryStrategy.ABSTRACTIVE,
             status=SummaryStatus.VERIFIED,
@@ -93,10 +95,10 @@ def synthetic_coachee(*, username: str, earlier_sessions: int, history_messages:
     if last_session is not None:
         _pinned_fact_sources(user, last_session)
 
-    session = services.session_start(user_id=user.pk)
+    session = sessions.session_start(user_id=user.pk)
     for j in range(history_messages - 1):
         _add_message(session, Role.USER if j % 2 == 0 else Role.COACH, _sentence(j, 40))
-    result = services.turn_accept(
+    result = accept.turn_accept(
         session_id=session.pk, user_id=user.pk, client_id="last", text="I skipped two runs again. What now?"
     )
     turn = Turn.objects.select_related("session__coachee", "user_message", "context_blackboard", "coach_message").get(
@@ -140,7 +142,7 @@ def _pinned_fact_sources(user: Any, session: CoachingSession) -> None:
 
 def turn_steps_run(turn_id: int) -> None:
     """The canvas's steps in order, in this process (what the Celery tasks call)."""
-    pipeline.shadow_step(turn_id=turn_id)
+    steps.shadow_step(turn_id=turn_id)
     for agent in SPECIALISTS:
-        pipeline.specialist_step(turn_id=turn_id, agent=agent)
-    pipeline.synth_step(turn_id=turn_id)
+        steps.specialist_step(turn_id=turn_id, agent=agent)
+    steps.synth_step(turn_id=turn_id)

@@ -8,7 +8,10 @@ from typing import Any
 from celery import shared_task
 from django.conf import settings
 
-from agents import compaction, dispatch, pipeline, privacy, prompt_ops, services
+from agents import privacy, prompt_ops
+from agents.memory import compaction
+from agents.pipeline import steps
+from agents.turns import dispatch, finish, sessions, summaries
 
 logger = logging.getLogger(__name__)
 
@@ -26,34 +29,34 @@ def _never_raise(step: Callable[[], str], *, turn_id: int, agent: str) -> dict[s
 
 @shared_task(name=dispatch.SHADOW, acks_late=True)
 def shadow_task(turn_id: int) -> dict[str, Any]:
-    return _never_raise(lambda: pipeline.shadow_step(turn_id=turn_id), turn_id=turn_id, agent="shadow")
+    return _never_raise(lambda: steps.shadow_step(turn_id=turn_id), turn_id=turn_id, agent="shadow")
 
 
 @shared_task(name=dispatch.SPECIALIST, acks_late=True)
 def specialist_task(turn_id: int, agent: str) -> dict[str, Any]:
-    return _never_raise(lambda: pipeline.specialist_step(turn_id=turn_id, agent=agent), turn_id=turn_id, agent=agent)
+    return _never_raise(lambda: steps.specialist_step(turn_id=turn_id, agent=agent), turn_id=turn_id, agent=agent)
 
 
 @shared_task(name=dispatch.SYNTH, acks_late=True)
 def synth_task(turn_id: int) -> dict[str, Any]:
     try:
-        status = pipeline.synth_step(turn_id=turn_id)
+        status = steps.synth_step(turn_id=turn_id)
     except Exception:
         # Do not leave the coachee waiting for the watchdog: deliver the fallback now.
         logger.exception("synth step crashed on turn %s", turn_id)
-        delivered = services.turn_fallback(turn_id=turn_id, reason="synth step crashed", missing=["synth"])
+        delivered = finish.turn_fallback(turn_id=turn_id, reason="synth step crashed", missing=["synth"])
         status = "fallback" if delivered else "stale"
     return {"turn_id": turn_id, "agent": "synth", "status": status}
 
 
 @shared_task(name=dispatch.TURN_WATCHDOG, acks_late=True)
 def turn_watchdog_task(turn_id: int) -> dict[str, Any]:
-    return {"turn_id": turn_id, "expired": services.turn_expire(turn_id=turn_id)}
+    return {"turn_id": turn_id, "expired": finish.turn_expire(turn_id=turn_id)}
 
 
 @shared_task(name="coaching.expire_overdue_turns")
 def expire_overdue_turns_task() -> dict[str, Any]:
-    return {"expired": services.overdue_turns_expire()}
+    return {"expired": finish.overdue_turns_expire()}
 
 
 # Its time limits come with each job (prompt_ops.replay_job_start: they grow with its runs).
@@ -85,6 +88,6 @@ def summary_write_task(session_id: int, scope: str, until_seq: int | None) -> di
 @shared_task(name="coaching.sessions_compact_idle")
 def sessions_compact_idle_task() -> dict[str, Any]:
     """Beat: end idle sessions (queuing their summaries) and requeue ended ones never summarised."""
-    ended = services.idle_sessions_end(idle_minutes=settings.COACHING_SESSION_IDLE_MINUTES)
-    requeued = compaction.unsummarised_sessions_queue()
+    ended = sessions.idle_sessions_end(idle_minutes=settings.COACHING_SESSION_IDLE_MINUTES)
+    requeued = summaries.unsummarised_sessions_queue()
     return {"ended": ended, "requeued": requeued}

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from agents import views
+from agents.chat import views
 
 urlpatterns = [
     path("", views.chat_home, name="chat-home"),

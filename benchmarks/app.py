@@ -17,7 +17,7 @@ from django.db.models import Count
 from django.test import Client
 
 from agents.models import AgentRun, SessionEvent, Turn
-from agents.services import session_start
+from agents.turns.sessions import session_start
 from benchmarks.load import Coachee
 from benchmarks.metrics import TurnFacts
 

@@ -24,7 +24,7 @@ import django
 
 django.setup()
 
-from agents import safety, safety_eval  # noqa: E402
+from agents.safety import evaluation, pregate  # noqa: E402
 
 CHARS = 4000
 PROSE = (
@@ -60,11 +60,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=200)
     args = parser.parse_args()
-    patterns = safety_eval.seeded_patterns()
+    patterns = evaluation.seeded_patterns()
     started = time.perf_counter()
-    safety.warm(patterns)
+    pregate.warm(patterns)
     print(f"classifier ready in {(time.perf_counter() - started) * 1000:.0f} ms ({len(patterns)} patterns)")
-    history = [(PROSE * 10)[: safety.HISTORY_CHARS]] * safety.HISTORY_MESSAGES
+    history = [(PROSE * 10)[: pregate.HISTORY_CHARS]] * pregate.HISTORY_MESSAGES
     print(f"| input ({CHARS} chars, 3 earlier messages) | p50 ms | p99 ms | max ms | fired |")
     print("| --- | --- | --- | --- | --- |")
     worst_p50 = worst_p99 = 0.0
@@ -73,7 +73,7 @@ def main() -> None:
         fired = None
         for _ in range(args.runs):
             t0 = time.perf_counter()
-            fired = safety.assess(text, patterns, history)
+            fired = pregate.assess(text, patterns, history)
             timings.append((time.perf_counter() - t0) * 1000)
         p50, p99 = statistics.median(timings), percentile(timings, 0.99)
         worst_p50, worst_p99 = max(worst_p50, p50), max(worst_p99, p99)

@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from agents import coach, quality, reply_gate, safety, services, turn_cache
+from agents.chat import coach
 from agents.models import (
     Agent,
     AgentConfig,
@@ -26,7 +26,11 @@ from agents.models import (
     RunStatus,
     Turn,
 )
-from agents.schemas import OUTPUT_SCHEMAS
+from agents.pipeline import reply_gate
+from agents.roles import turn_setup
+from agents.roles.schemas import OUTPUT_SCHEMAS
+from agents.safety import pregate, quality
+from agents.turns import finish
 from benchmarks.metrics import percentile
 from benchmarks.trial_turns import TurnRecord
 
@@ -81,11 +85,11 @@ def trial_runs(turns: dict[int, Turn]) -> list[AgentRun]:
 
 def fixed_texts() -> dict[str, str]:
     """The product's own fixed texts, by text: fallbacks and the crisis pre-gate's calm replies."""
-    fixed = {services.FALLBACK_REPLY: "fallback"}
-    fixed.update(dict.fromkeys(services.FALLBACK_REPLIES.values(), "fallback"))
+    fixed = {finish.FALLBACK_REPLY: "fallback"}
+    fixed.update(dict.fromkeys(finish.FALLBACK_REPLIES.values(), "fallback"))
     fixed.update(dict.fromkeys(reply_gate.WITHDRAWN_NOTICES.values(), "withdrawn notice"))
-    fixed.update(dict.fromkeys(safety.CRISIS_REPLIES.values(), "crisis reply"))
-    fixed.update(dict.fromkeys(safety.ABUSE_REPLIES.values(), "crisis reply"))
+    fixed.update(dict.fromkeys(pregate.CRISIS_REPLIES.values(), "crisis reply"))
+    fixed.update(dict.fromkeys(pregate.ABUSE_REPLIES.values(), "crisis reply"))
     return fixed
 
 
@@ -145,7 +149,7 @@ def shown_texts(record: TurnRecord, turn: Turn, runs: list[AgentRun], context: d
 
 
 def recheck(records: list[TurnRecord], turns: dict[int, Turn], runs: list[AgentRun]) -> list[ShownText]:
-    context = {"prompts": prompt_wording(), "catalog": turn_cache.move_catalog(), "fixed": fixed_texts()}
+    context = {"prompts": prompt_wording(), "catalog": turn_setup.move_catalog(), "fixed": fixed_texts()}
     by_turn: dict[int, list[AgentRun]] = {}
     for run in runs:
         by_turn.setdefault(run.turn_id, []).append(run)

@@ -182,7 +182,8 @@ def shown_section(results: dict[str, Any]) -> list[str]:
         "## What the coachees saw, checked again",
         "",
         "Every Coach reply that was not withdrawn, every full answer and fallback, through the quality gate "
-        "(agents/quality) with every agent prompt as the system's wording, and the moves blocked for that coachee "
+        "(agents/safety/quality) with every agent prompt as the system's wording, and the moves blocked for that "
+        "coachee "
         "at that turn (previous turn's Stability, this turn's Stability and brief). Moves were blocked in "
         f"{results['totals']['turns_with_blocked_moves']} of {results['totals']['turns']} turns.",
         "",

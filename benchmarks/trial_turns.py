@@ -19,7 +19,7 @@ from django.test import Client
 from playwright.sync_api import Page, expect, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from agents import services
+from agents.turns import sessions
 from benchmarks.load import Coachee, CoacheeSocket
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -140,8 +140,8 @@ def new_coachee(username: str, locale: str, password: str | None = None) -> tupl
     """A new user with the chat language set, as /account/ would, and one open session:
     (user id, session id)."""
     user = get_user_model().objects.create_user(username=username, password=password)
-    services.account_locale_set(user_id=user.pk, locale=locale)
-    session = services.session_start(user_id=user.pk, locale=locale)
+    sessions.account_locale_set(user_id=user.pk, locale=locale)
+    session = sessions.session_start(user_id=user.pk, locale=locale)
     return user.pk, session.pk
 
 

@@ -13,9 +13,9 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
+from agents.chat.ws_guard import CLOSE_NOT_FOUND, ExactOriginValidator, RefuseSocket  # noqa: E402
 from agents.routing import websocket_urlpatterns  # noqa: E402
-from agents.safety import warm_at_startup  # noqa: E402
-from agents.ws_guard import CLOSE_NOT_FOUND, ExactOriginValidator, RefuseSocket  # noqa: E402
+from agents.safety.pregate import warm_at_startup  # noqa: E402
 
 warm_at_startup()
 

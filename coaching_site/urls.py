@@ -2,8 +2,8 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from agents.chat.views import ThrottledLoginView
 from agents.observability.views import metrics_view
-from agents.views import ThrottledLoginView
 
 urlpatterns = [
     path("admin/", admin.site.urls),

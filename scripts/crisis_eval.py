@@ -17,7 +17,7 @@ import django
 
 django.setup()
 
-from agents import crisis_model, safety, safety_eval  # noqa: E402
+from agents.safety import classifier, evaluation, pregate  # noqa: E402
 
 SETS = {"evaluation": "crisis_eval_*.tsv", "holdout": "crisis_holdout.tsv", "blind": "crisis_blind.tsv"}
 
@@ -28,15 +28,15 @@ def cross_validate(thresholds: tuple[float, ...] = (0.5, 0.6, 0.7, 0.8, 0.85, 0.
     import numpy as np
     from sklearn.model_selection import StratifiedKFold
 
-    langs, labels, texts = crisis_model.read_training_data()
-    embeddings = crisis_model.embed(texts)
-    is_crisis = np.array([label in crisis_model.CATEGORIES for label in labels])
+    langs, labels, texts = classifier.read_training_data()
+    embeddings = classifier.embed(texts)
+    is_crisis = np.array([label in classifier.CATEGORIES for label in labels])
     scores = np.zeros(len(texts))
-    long_enough = np.array([not crisis_model.too_short(text) for text in texts])
+    long_enough = np.array([not classifier.too_short(text) for text in texts])
     folds = StratifiedKFold(n_splits=5, shuffle=True, random_state=0)
     for train, test in folds.split(texts, [f"{lang}/{label}" for lang, label in zip(langs, labels, strict=True)]):
-        fitted = crisis_model.fit([texts[i] for i in train], [labels[i] for i in train], embeddings=embeddings[train])
-        detector = crisis_model.Detector(fitted)
+        fitted = classifier.fit([texts[i] for i in train], [labels[i] for i in train], embeddings=embeddings[train])
+        detector = classifier.Detector(fitted)
         for i in test:
             scores[i] = detector.score(texts[i], explain=False).crisis
     print("| threshold | recall (crisis rows) | false positives (everyday rows) |\n| --- | --- | --- |")
@@ -65,19 +65,19 @@ def main() -> None:
     if args.cv:
         cross_validate()
         return
-    patterns = safety_eval.seeded_patterns()
+    patterns = evaluation.seeded_patterns()
 
-    def detect(text: str) -> safety.CrisisSignal | None:
+    def detect(text: str) -> pregate.CrisisSignal | None:
         if args.layer == "pattern":
-            match = safety.pregate(text, patterns)
-            return None if match is None else safety.CrisisSignal("pattern", match.category, {})
+            match = pregate.pregate(text, patterns)
+            return None if match is None else pregate.CrisisSignal("pattern", match.category, {})
         if args.layer == "classifier":
-            hit = crisis_model.classify(text)
-            return None if hit is None else safety.CrisisSignal("classifier", hit.category, {})
-        return safety.assess(text, patterns)
+            hit = classifier.classify(text)
+            return None if hit is None else pregate.CrisisSignal("classifier", hit.category, {})
+        return pregate.assess(text, patterns)
 
-    report = safety_eval.evaluate(safety_eval.load_eval_set(pattern=SETS[args.set]), detect)
-    print(safety_eval.format_report(report))
+    report = evaluation.evaluate(evaluation.load_eval_set(pattern=SETS[args.set]), detect)
+    print(evaluation.format_report(report))
     if args.missed:
         print("\nmissed:")
         for row in report.missed:

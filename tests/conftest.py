@@ -28,10 +28,13 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from agents import dispatch, pipeline, services, throttle, turn_cache
+from agents.chat import throttle
 from agents.llm import breaker, limits
 from agents.llm.simulator import SimulatorServer
 from agents.models import AgentConfig, CoachingSession, ModelEndpoint, Turn
+from agents.pipeline import steps
+from agents.roles import turn_setup
+from agents.turns import accept, dispatch, sessions
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
@@ -88,7 +91,7 @@ def _fresh_address_throttles() -> None:
 @pytest.fixture(autouse=True)
 def _fresh_turn_cache() -> None:
     # Each test sets up its own agents and prompts: nothing kept from an earlier test's turns.
-    turn_cache.clear()
+    turn_setup.clear()
 
 
 @pytest.fixture
@@ -401,8 +404,8 @@ def turn(seeded: None, sim: SimulatorServer, monkeypatch: pytest.MonkeyPatch) ->
     point_agents_at(sim.base_url)
     sim.configure(default={"ttft_ms": 0, "tokens_per_s": 0})  # behaviour, not timing
     user = make_coachee()
-    session = services.session_start(user_id=user.pk)
-    accepted = services.turn_accept(
+    session = sessions.session_start(user_id=user.pk)
+    accepted = accept.turn_accept(
         session_id=session.pk, user_id=user.pk, client_id="c-1", text="I keep skipping my runs."
     )
-    return pipeline.load_turn(accepted.turn_id)
+    return steps.load_turn(accepted.turn_id)

@@ -42,7 +42,7 @@ from agents.models import (
     ReplayJob,
     Turn,
 )
-from agents.schemas import OUTPUT_SCHEMAS
+from agents.roles.schemas import OUTPUT_SCHEMAS
 from tests.test_admin_coach import PASSWORD, Conversation, build_conversation, logged_in, make_coach, make_operator
 from tests.test_prompt_ops import make_platform_admin
 

@@ -25,8 +25,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from agents import blackboard, review, services, services_review
-from agents.arbitration import MoveInfo, arbitrate
+from agents import review, services_review
+from agents.memory import blackboard, edits
 from agents.models import (
     AgentRun,
     Annotation,
@@ -41,7 +41,8 @@ from agents.models import (
     Turn,
     TurnStatus,
 )
-from agents.schemas import (
+from agents.roles.arbitration import MoveInfo, arbitrate
+from agents.roles.schemas import (
     CriticOutput,
     PersonaOutput,
     PlasticityOutput,
@@ -607,13 +608,13 @@ def test_reverting_writes_a_new_version_equal_to_the_old_one_under_the_lock(
     coach_client: Client, coach: Any, convo: Conversation, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     locked: list[int] = []
-    real_lock = services.blackboard_lock_latest
+    real_lock = edits.blackboard_lock_latest
 
     def spy(*, coachee_id: int) -> BlackboardVersion | None:
         locked.append(coachee_id)
         return real_lock(coachee_id=coachee_id)
 
-    monkeypatch.setattr(services, "blackboard_lock_latest", spy)
+    monkeypatch.setattr(edits, "blackboard_lock_latest", spy)
     target = convo.versions[1]
     before = {v.pk: (v.version, v.data) for v in BlackboardVersion.objects.filter(coachee=convo.coachee)}
     url = reverse("admin:agents_coachingsession_revert", args=[convo.coachee.pk, target.pk])

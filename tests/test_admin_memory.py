@@ -9,7 +9,6 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from agents import dispatch, services
 from agents.models import (
     Message,
     Prediction,
@@ -20,6 +19,7 @@ from agents.models import (
     SummaryStrategy,
     Turn,
 )
+from agents.turns import accept, dispatch, event_log, sessions
 from tests.conftest import make_coachee
 from tests.test_admin_coach import logged_in, make_coach, make_operator
 
@@ -32,8 +32,8 @@ def _no_canvas(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def flagged_summary(coachee: Any, missing: str) -> SessionSummary:
-    session = services.session_start(user_id=coachee.pk)
-    Message.objects.create(session=session, seq=services.next_seq(session.pk), role=Role.USER, text="hi")
+    session = sessions.session_start(user_id=coachee.pk)
+    Message.objects.create(session=session, seq=event_log.next_seq(session.pk), role=Role.USER, text="hi")
     return SessionSummary.objects.create(
         session=session,
         covers_until_seq=1,
@@ -46,8 +46,8 @@ def flagged_summary(coachee: Any, missing: str) -> SessionSummary:
 
 
 def scored_prediction(coachee: Any) -> Prediction:
-    session = services.session_start(user_id=coachee.pk)
-    accepted = services.turn_accept(session_id=session.pk, user_id=coachee.pk, client_id="p", text="I did it")
+    session = sessions.session_start(user_id=coachee.pk)
+    accepted = accept.turn_accept(session_id=session.pk, user_id=coachee.pk, client_id="p", text="I did it")
     return Prediction.objects.create(
         coachee=coachee,
         turn=Turn.objects.get(pk=accepted.turn_id),

@@ -6,14 +6,8 @@ from typing import Any
 
 import pytest
 
-from agents.arbitration import (
-    SAFE_STRATEGY,
-    Arbitration,
-    MoveInfo,
-    arbitrate,
-    render_brief,
-)
-from agents.schemas import PersonaOutput, PlasticityOutput, ShadowOutput, StabilityOutput
+from agents.roles.arbitration import SAFE_STRATEGY, Arbitration, MoveInfo, arbitrate, render_brief
+from agents.roles.schemas import PersonaOutput, PlasticityOutput, ShadowOutput, StabilityOutput
 
 CATALOG: dict[str, MoveInfo] = {
     "open_question": MoveInfo("open_question", "Open question", "Ask one open question.", False),

@@ -5,9 +5,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from agents import blackboard
-from agents.blackboard import MAX_ITEMS
-from agents.schemas import ShadowOutput
+from agents.memory import blackboard
+from agents.memory.blackboard import MAX_ITEMS
+from agents.roles.schemas import ShadowOutput
 
 DAY1 = "2025-03-01T10:00:00+00:00"
 DAY2 = "2025-03-02T11:00:00+00:00"

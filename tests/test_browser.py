@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, BrowserContext, expect
 
-from agents import services
 from agents.models import Message, Role, SessionEvent, Turn, TurnStatus
+from agents.turns import event_log, sessions
 from tests.browser_support import (
     FAKE_SOCKET_JS,
     TURN_MS,
@@ -62,7 +62,7 @@ def context(browser: Browser) -> Iterator[BrowserContext]:
 
 def coachee_with_session(username: str) -> int:
     user = make_coachee(username)
-    return int(services.session_start(user_id=user.pk).pk)
+    return int(sessions.session_start(user_id=user.pk).pk)
 
 
 def messages_of(session_id: int, role: str) -> list[Message]:
@@ -140,7 +140,7 @@ def test_a_connection_cut_mid_stream_loses_nothing_and_repeats_nothing(
 
     send(page, "Help me keep going.")
     at_cut = coach_text_longer_than(page, 5)
-    off_loop(services.session_sockets_close, session_id=session_id)  # close code 4000
+    off_loop(event_log.session_sockets_close, session_id=session_id)  # close code 4000
     expect(page.locator("#messages li.msg-coach")).to_have_attribute("data-status", "complete", timeout=TURN_MS)
     wait_turn_done(page)
 
@@ -192,7 +192,7 @@ def test_a_message_written_offline_arrives_exactly_once(
     text = "Written on the train without signal."
 
     context.set_offline(True)
-    off_loop(services.session_sockets_close, session_id=session_id)  # in case the socket survived
+    off_loop(event_log.session_sockets_close, session_id=session_id)  # in case the socket survived
     expect(page.locator("#connection")).to_have_attribute("data-state", "offline")
     send(page, text)
     pending = page.locator("#messages li.msg-user.pending")
@@ -302,7 +302,7 @@ def test_crisis_resources_and_the_end_of_a_session(context: BrowserContext, live
         {"name": "Text line", "contact": "Text HOME to 555", "url": "javascript:window.__pwned=3", "description": ""},
     ]
     payload = {"turn_id": 1, "level": "crisis", "resources": resources}
-    off_loop(services.event_emit, session_id=session_id, type="safety.notice", payload=payload)
+    off_loop(event_log.event_emit, session_id=session_id, type="safety.notice", payload=payload)
 
     card = page.locator("#messages .safety-card")
     expect(card).to_have_attribute("role", "alert")

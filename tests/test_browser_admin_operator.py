@@ -13,8 +13,9 @@ import pytest
 from django.contrib.admin.models import LogEntry
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
-from agents import dispatch, prompt_ops
+from agents import prompt_ops
 from agents.models import AgentRun, ModelEndpoint, PromptStatus, PromptVersion
+from agents.turns import dispatch
 from tests.browser_support import PASSWORD, SCREENSHOTS, chromium_for, off_loop
 from tests.conftest import LiveStack
 from tests.test_prompt_ops import (

@@ -11,8 +11,8 @@ import pytest
 from django.conf import settings
 from playwright.sync_api import Browser, BrowserContext, expect
 
-from agents import services
 from agents.models import Message, Role, Turn, TurnStatus
+from agents.turns import sessions
 from tests.browser_support import (
     FAKE_SOCKET_JS,
     TURN_MS,
@@ -51,7 +51,7 @@ def context(browser: Browser) -> Iterator[BrowserContext]:
 
 def coachee_with_session(username: str) -> int:
     user = make_coachee(username)
-    return int(services.session_start(user_id=user.pk).pk)
+    return int(sessions.session_start(user_id=user.pk).pk)
 
 
 def user_frames(page: Any) -> list[dict[str, Any]]:

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, BrowserContext, expect
 
-from agents import services
 from agents.models import AnswerFeedback, CoachingSession, SessionStatus, Turn
+from agents.turns import sessions
 from tests.browser_support import TURN_MS, chromium_for, open_chat, screenshot, send, wait_turn_done
 from tests.conftest import LiveStack, make_coachee
 from tests.test_admin_coach import make_coach
@@ -44,7 +44,7 @@ def context(browser: Browser, live_stack: LiveStack) -> Iterator[BrowserContext]
 
 def coachee_with_session(username: str) -> tuple[Any, int]:
     user = make_coachee(username)
-    return user, int(services.session_start(user_id=user.pk).pk)
+    return user, int(sessions.session_start(user_id=user.pk).pk)
 
 
 def test_thumbs_down_with_a_comment_reaches_the_assigned_coach(

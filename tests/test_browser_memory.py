@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Browser, BrowserContext, expect
 
-from agents import blackboard
+from agents.memory import blackboard
 from agents.models import BlackboardVersion
 from tests.browser_support import chromium_for, log_in, screenshot, watch_page_errors
 from tests.conftest import LiveStack, make_coachee

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, expect
 
-from agents import dispatch
+from agents.turns import dispatch
 from tests.browser_support import PASSWORD, SCREENSHOTS, chromium_for, off_loop
 from tests.conftest import LiveStack
 from tests.test_browser_admin_operator import admin_login

@@ -10,10 +10,10 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.core import mail
 
-from agents import dispatch, services
 from agents.llm import breaker
 from agents.models import AgentConfig, CoachAssignment, Escalation, SessionEvent, Turn
-from agents.schemas import SERVER_EVENTS
+from agents.roles.schemas import SERVER_EVENTS
+from agents.turns import accept, crisis, dispatch, finish, progress, sessions
 from tests.conftest import ChatClient, login_cookie, make_coachee
 
 pytestmark = pytest.mark.timeout(60)
@@ -34,9 +34,9 @@ def coachee(seeded: None, monkeypatch: pytest.MonkeyPatch) -> Any:
     return user
 
 
-def accept(user: Any, text: str, client_id: str = "c-1") -> Turn:
-    session = services.session_start(user_id=user.pk)
-    result = services.turn_accept(session_id=session.pk, user_id=user.pk, client_id=client_id, text=text)
+def accepted_turn(user: Any, text: str, client_id: str = "c-1") -> Turn:
+    session = sessions.session_start(user_id=user.pk)
+    result = accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id=client_id, text=text)
     return Turn.objects.select_related("session").get(pk=result.turn_id)
 
 
@@ -44,7 +44,7 @@ def test_a_pregate_hit_emails_each_assigned_coach_without_the_message_text(
     coachee: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
     with django_capture_on_commit_callbacks(execute=True):
-        turn = accept(coachee, f"I want to kill myself {CANARY}")
+        turn = accepted_turn(coachee, f"I want to kill myself {CANARY}")
     assert turn.escalation == Escalation.CRISIS
     assert turn.flagged is True
     assert turn.flag_reason.startswith("crisis language")
@@ -60,12 +60,12 @@ def test_a_pregate_hit_emails_each_assigned_coach_without_the_message_text(
 
 def test_the_alert_goes_once_per_turn(coachee: Any, django_capture_on_commit_callbacks: Any) -> None:
     with django_capture_on_commit_callbacks(execute=True):
-        turn = accept(coachee, "Je veux en finir")
+        turn = accepted_turn(coachee, "Je veux en finir")
     assert len(mail.outbox) == 2
     # Stability escalates the same turn later, and a redelivered task does it again.
     with django_capture_on_commit_callbacks(execute=True):
-        services.safety_notice_emit(turn=turn, level=Escalation.CRISIS)
-    assert services.coach_alert_crisis(turn_id=turn.pk) == 0
+        crisis.safety_notice_emit(turn=turn, level=Escalation.CRISIS)
+    assert crisis.coach_alert_crisis(turn_id=turn.pk) == 0
     assert len(mail.outbox) == 2
 
 
@@ -73,15 +73,15 @@ def test_stabilitys_crisis_escalation_alerts_too_but_refer_does_not(
     coachee: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
     with django_capture_on_commit_callbacks(execute=True):
-        turn = accept(coachee, "I keep skipping my runs.")
+        turn = accepted_turn(coachee, "I keep skipping my runs.")
     assert mail.outbox == []
     with django_capture_on_commit_callbacks(execute=True):
-        services.safety_notice_emit(turn=turn, level=Escalation.REFER)
+        crisis.safety_notice_emit(turn=turn, level=Escalation.REFER)
     assert mail.outbox == []
     turn.refresh_from_db()
     assert turn.flagged is False
     with django_capture_on_commit_callbacks(execute=True):
-        services.safety_notice_emit(turn=turn, level=Escalation.CRISIS)
+        crisis.safety_notice_emit(turn=turn, level=Escalation.CRISIS)
     assert len(mail.outbox) == 2
     turn.refresh_from_db()
     assert turn.flagged is True
@@ -90,7 +90,7 @@ def test_stabilitys_crisis_escalation_alerts_too_but_refer_does_not(
 
 def test_no_alert_is_sent_before_the_turn_commits(coachee: Any, django_capture_on_commit_callbacks: Any) -> None:
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        accept(coachee, "I want to die")
+        accepted_turn(coachee, "I want to die")
     assert mail.outbox == []
     assert callbacks  # queued for after the commit
 
@@ -100,7 +100,7 @@ def test_a_coachee_without_coaches_still_gets_the_crisis_reply(
 ) -> None:
     monkeypatch.setattr(dispatch, "turn_pipeline_start", lambda turn_id: None)
     with django_capture_on_commit_callbacks(execute=True):
-        turn = accept(make_coachee("alone"), "Quiero morir")
+        turn = accepted_turn(make_coachee("alone"), "Quiero morir")
     assert mail.outbox == []
     types = list(SessionEvent.objects.filter(session_id=turn.session_id).values_list("type", flat=True))
     assert types == ["message.accepted", "safety.notice", "coach.done"]
@@ -111,11 +111,11 @@ def test_a_failing_mail_server_does_not_break_the_accept(
 ) -> None:
     settings.EMAIL_BACKEND = "tests.test_coach_alert.BrokenBackend"
     with django_capture_on_commit_callbacks(execute=True):
-        turn = accept(coachee, "I want to end it all")
+        turn = accepted_turn(coachee, "I want to end it all")
     assert turn.flagged is True
     # Not remembered as sent: a later crisis signal on the turn tries again.
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
-    assert services.coach_alert_crisis(turn_id=turn.pk) == 2
+    assert crisis.coach_alert_crisis(turn_id=turn.pk) == 2
 
 
 class BrokenBackend:
@@ -146,13 +146,13 @@ def degraded_events(turn: Turn) -> list[dict[str, Any]]:
 
 
 def test_an_open_breaker_tells_the_coachee_once_per_turn(coachee: Any, open_breakers: None) -> None:
-    turn = accept(coachee, "I keep skipping my runs.")
-    assert services.degraded_notice_if_open(turn_id=turn.pk) is False  # all closed: nothing said
+    turn = accepted_turn(coachee, "I keep skipping my runs.")
+    assert finish.degraded_notice_if_open(turn_id=turn.pk) is False  # all closed: nothing said
     endpoint = AgentConfig.objects.select_related("endpoint").get(agent="persona").endpoint
     breaker.for_endpoint(endpoint.name).record_failure()
-    assert services.degraded_notice_if_open(turn_id=turn.pk) is True
-    assert services.degraded_notice_if_open(turn_id=turn.pk) is False
-    assert services.degraded_notice_emit(turn_id=turn.pk, reason="coach_failed") is False
+    assert finish.degraded_notice_if_open(turn_id=turn.pk) is True
+    assert finish.degraded_notice_if_open(turn_id=turn.pk) is False
+    assert finish.degraded_notice_emit(turn_id=turn.pk, reason="coach_failed") is False
     [event] = degraded_events(turn)
     SERVER_EVENTS["service.degraded"].model_validate(event)
     assert event["reason"] == "endpoint_unavailable"
@@ -161,19 +161,19 @@ def test_an_open_breaker_tells_the_coachee_once_per_turn(coachee: Any, open_brea
 
 
 def test_a_failed_agent_on_an_open_endpoint_triggers_the_notice(coachee: Any, open_breakers: None) -> None:
-    turn = accept(coachee, "I keep skipping my runs.")
-    services.agent_status_emit(turn=turn, agent="persona", state="failed")
+    turn = accepted_turn(coachee, "I keep skipping my runs.")
+    progress.agent_status_emit(turn=turn, agent="persona", state="failed")
     assert degraded_events(turn) == []  # failed for another reason: the turn.done says enough
     endpoint = AgentConfig.objects.select_related("endpoint").get(agent="persona").endpoint
     breaker.for_endpoint(endpoint.name).record_failure()
-    services.agent_status_emit(turn=turn, agent="persona", state="failed")
+    progress.agent_status_emit(turn=turn, agent="persona", state="failed")
     assert len(degraded_events(turn)) == 1
 
 
 def test_no_notice_for_a_turn_that_has_ended(coachee: Any, open_breakers: None) -> None:
-    turn = accept(coachee, "I keep skipping my runs.")
-    services.turn_finish(turn_id=turn.pk, reply="Done.", fallback=False, degraded=False)
-    assert services.degraded_notice_emit(turn_id=turn.pk, reason="coach_failed") is False
+    turn = accepted_turn(coachee, "I keep skipping my runs.")
+    finish.turn_finish(turn_id=turn.pk, reply="Done.", fallback=False, degraded=False)
+    assert finish.degraded_notice_emit(turn_id=turn.pk, reason="coach_failed") is False
 
 
 # --- End to end: Stability's crisis on the real stack --------------------------------------
@@ -194,7 +194,7 @@ async def test_stabilitys_crisis_on_the_live_stack_alerts_the_coach_by_email(liv
         user = make_coachee("alerted")
         coach = get_user_model().objects.create_user(username="their-coach", email="their-coach@example.org")
         CoachAssignment.objects.create(coach=coach, coachee=user)
-        return services.session_start(user_id=user.pk), login_cookie("alerted", "")
+        return sessions.session_start(user_id=user.pk), login_cookie("alerted", "")
 
     live_sim.configure(agents={"stability": {"script": [STABILITY_CRISIS]}})
     session, cookie = await sync_to_async(setup)()

@@ -9,10 +9,9 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from agents import blackboard, compaction, dispatch, pipeline, services
-from agents.context import build_shared_context
-from agents.llm import structured
 from agents.llm.simulator import SimulatorServer
+from agents.memory import blackboard, compaction
+from agents.memory.context import build_shared_context
 from agents.models import (
     Agent,
     AgentRun,
@@ -27,7 +26,10 @@ from agents.models import (
     SummaryStatus,
     Turn,
 )
-from agents.schemas import ShadowOutput, SummaryOutput
+from agents.pipeline import steps
+from agents.roles import structured
+from agents.roles.schemas import ShadowOutput, SummaryOutput
+from agents.turns import accept, dispatch, event_log, sessions, summaries
 from tests.conftest import make_coachee, point_agents_at
 
 pytestmark = pytest.mark.usefixtures("seeded")
@@ -64,8 +66,8 @@ def summary(
 
 def ended_session_with_a_commitment(user: Any) -> CoachingSession:
     """A session whose Shadow run recorded COMMITMENT and GOAL, then ended (no task queued)."""
-    session = services.session_start(user_id=user.pk)
-    accepted = services.turn_accept(
+    session = sessions.session_start(user_id=user.pk)
+    accepted = accept.turn_accept(
         session_id=session.pk, user_id=user.pk, client_id="a", text=f"I'm so tired. I will {COMMITMENT.lower()}."
     )
     turn = Turn.objects.get(pk=accepted.turn_id)
@@ -87,7 +89,7 @@ def ended_session_with_a_commitment(user: Any) -> CoachingSession:
             "resolutions": [],
         },
     )
-    Message.objects.create(session=session, seq=services.next_seq(session.pk), role=Role.COACH, text="Sounds good.")
+    Message.objects.create(session=session, seq=event_log.next_seq(session.pk), role=Role.COACH, text="Sounds good.")
     CoachingSession.objects.filter(pk=session.pk).update(
         status=SessionStatus.ENDED, ended_at=timezone.now(), created_at=timezone.now() - timedelta(days=1)
     )
@@ -95,9 +97,9 @@ def ended_session_with_a_commitment(user: Any) -> CoachingSession:
 
 
 def next_turn(user: Any) -> Turn:
-    session = services.session_start(user_id=user.pk)
-    accepted = services.turn_accept(session_id=session.pk, user_id=user.pk, client_id="b", text="Hi again.")
-    return pipeline.load_turn(accepted.turn_id)
+    session = sessions.session_start(user_id=user.pk)
+    accepted = accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id="b", text="Hi again.")
+    return steps.load_turn(accepted.turn_id)
 
 
 def test_a_summary_that_drops_a_commitment_is_caught_retried_and_flagged(simulated: SimulatorServer) -> None:
@@ -183,9 +185,9 @@ def test_ending_a_session_queues_its_summary(
     queued: list[tuple[Any, ...]] = []
     monkeypatch.setattr(dispatch, "summary_write_queue", lambda *args: queued.append(args))
     user = make_coachee()
-    session = services.session_start(user_id=user.pk)
+    session = sessions.session_start(user_id=user.pk)
     with django_capture_on_commit_callbacks(execute=True):
-        assert services.session_end(session_id=session.pk, user_id=user.pk)
+        assert sessions.session_end(session_id=session.pk, user_id=user.pk)
     assert queued == [(session.pk, SummaryScope.SESSION, None)]
 
 
@@ -195,13 +197,13 @@ def test_idle_sessions_are_ended_and_summarised(
     queued: list[tuple[Any, ...]] = []
     monkeypatch.setattr(dispatch, "summary_write_queue", lambda *args: queued.append(args))
     idle_user, busy_user = make_coachee("idle"), make_coachee("busy")
-    idle = services.session_start(user_id=idle_user.pk)
-    busy = services.session_start(user_id=busy_user.pk)
+    idle = sessions.session_start(user_id=idle_user.pk)
+    busy = sessions.session_start(user_id=busy_user.pk)
     for session in (idle, busy):
-        Message.objects.create(session=session, seq=services.next_seq(session.pk), role=Role.USER, text="hello")
+        Message.objects.create(session=session, seq=event_log.next_seq(session.pk), role=Role.USER, text="hello")
     Message.objects.filter(session=idle).update(created_at=timezone.now() - timedelta(minutes=90))
     with django_capture_on_commit_callbacks(execute=True):
-        ended = services.idle_sessions_end(idle_minutes=60)
+        ended = sessions.idle_sessions_end(idle_minutes=60)
     assert ended == [idle.pk]
     idle.refresh_from_db()
     busy.refresh_from_db()
@@ -216,17 +218,17 @@ def test_a_long_session_is_compacted_inside_under_the_same_check(
     queued: list[tuple[Any, ...]] = []
     monkeypatch.setattr(dispatch, "summary_write_queue", lambda *args: queued.append(args))
     user = make_coachee()
-    session = services.session_start(user_id=user.pk)
+    session = sessions.session_start(user_id=user.pk)
     old = [
         Message.objects.create(
-            session=session, seq=services.next_seq(session.pk), role=Role.USER, text=f"OLD-{i} " + "story " * 150
+            session=session, seq=event_log.next_seq(session.pk), role=Role.USER, text=f"OLD-{i} " + "story " * 150
         )
         for i in range(20)
     ]
-    accepted = services.turn_accept(session_id=session.pk, user_id=user.pk, client_id="x", text="And now?")
-    turn = pipeline.load_turn(accepted.turn_id)
+    accepted = accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id="x", text="And now?")
+    turn = steps.load_turn(accepted.turn_id)
     with django_capture_on_commit_callbacks(execute=True):
-        shared = pipeline.turn_shared_context(turn)
+        shared = steps.turn_shared_context(turn)
     assert shared.dropped["history_messages"] > 0
     assert len(queued) == 1
     session_id, scope, until = queued[0]
@@ -240,8 +242,8 @@ def test_a_long_session_is_compacted_inside_under_the_same_check(
     assert result is not None
     assert result.status == SummaryStatus.VERIFIED  # nothing was recorded that it could drop
 
-    accepted = services.turn_accept(session_id=session.pk, user_id=user.pk, client_id="y", text="Next one.")
-    later = build_shared_context(pipeline.load_turn(accepted.turn_id), budget=BIG_BUDGET)
+    accepted = accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id="y", text="Next one.")
+    later = build_shared_context(steps.load_turn(accepted.turn_id), budget=BIG_BUDGET)
     assert "IN-SESSION SUMMARY" in later.text
     covered = [m for m in old if m.seq <= until]
     assert covered
@@ -252,15 +254,15 @@ def test_a_long_session_is_compacted_inside_under_the_same_check(
 def test_the_summarizer_prompt_stays_within_its_budget(
     simulated: SimulatorServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agents import tokens
     from agents.llm.client import EndpointSpec
+    from agents.memory import tokens
     from agents.models import AgentConfig
 
     user = make_coachee()
     session = ended_session_with_a_commitment(user)
     for i in range(120):
         Message.objects.create(
-            session=session, seq=services.next_seq(session.pk), role=Role.USER, text=f"LONG-{i} " + "went " * 190
+            session=session, seq=event_log.next_seq(session.pk), role=Role.USER, text=f"LONG-{i} " + "went " * 190
         )
     sent: list[list[dict[str, str]]] = []
     original = structured.complete_structured
@@ -286,7 +288,7 @@ def test_the_summarizer_prompt_stays_within_its_budget(
 def test_commitments_in_the_coachees_own_words_are_asked_about_too(simulated: SimulatorServer) -> None:
     # No Shadow run recorded anything (it failed): the transcript alone still raises the question.
     user = make_coachee()
-    session = services.session_start(user_id=user.pk)
+    session = sessions.session_start(user_id=user.pk)
     Message.objects.create(
         session=session, seq=1, role=Role.USER, text="Ok. I'll book the dentist appointment by Friday. Promise."
     )
@@ -316,7 +318,7 @@ def test_recently_ended_sessions_without_a_summary_are_queued_again(
     queued: list[tuple[Any, ...]] = []
     monkeypatch.setattr(dispatch, "summary_write_queue", lambda *args: queued.append(args))
     user = make_coachee()
-    lost, old, done, empty = (services.session_start(user_id=user.pk) for _ in range(4))
+    lost, old, done, empty = (sessions.session_start(user_id=user.pk) for _ in range(4))
     for session in (lost, old, done):
         Message.objects.create(session=session, seq=1, role=Role.USER, text="hello")
     for session, days in ((lost, 1), (old, 30), (done, 1), (empty, 1)):
@@ -327,7 +329,7 @@ def test_recently_ended_sessions_without_a_summary_are_queued_again(
         session=done, covers_until_seq=1, strategy="abstractive", status=SummaryStatus.FLAGGED
     )
     with django_capture_on_commit_callbacks(execute=True):
-        assert compaction.unsummarised_sessions_queue() == [lost.pk]
+        assert summaries.unsummarised_sessions_queue() == [lost.pk]
     assert queued == [(lost.pk, SummaryScope.SESSION, None)]
 
 

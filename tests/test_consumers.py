@@ -12,10 +12,10 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 
-from agents import dispatch, services
-from agents.consumers import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED, ChatConsumer
+from agents.chat.consumers import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED, ChatConsumer
 from agents.models import AgentRun, CoachingSession, Message, RunStatus, Turn
-from agents.schemas import SERVER_EVENTS
+from agents.roles.schemas import SERVER_EVENTS
+from agents.turns import accept, dispatch, event_log, sessions
 from tests.conftest import make_coachee, point_agents_at, stack_env
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_thread_connections")]
@@ -32,7 +32,7 @@ def no_pipeline(monkeypatch: pytest.MonkeyPatch, seeded_tx: None) -> list[int]:
     async def no_coach(turn_id: int, call: Any) -> None:
         return None
 
-    monkeypatch.setattr("agents.consumers.coach_run", no_coach)
+    monkeypatch.setattr("agents.chat.consumers.coach_run", no_coach)
     return started
 
 
@@ -45,7 +45,7 @@ def communicator(user: Any, session_id: int) -> WebsocketCommunicator:
 
 async def owned_session(username: str = "coachee") -> tuple[Any, Any]:
     user = await sync_to_async(make_coachee)(username)
-    session = await sync_to_async(services.session_start)(user_id=user.pk)
+    session = await sync_to_async(sessions.session_start)(user_id=user.pk)
     return user, session
 
 
@@ -133,7 +133,7 @@ async def test_a_message_sent_twice_is_stored_once(seeded_tx: None, no_pipeline:
 async def test_resume_replays_missed_events_in_order(seeded_tx: None, no_pipeline: list[int]) -> None:
     user, session = await owned_session()
     for n in range(3):
-        await sync_to_async(services.turn_accept)(
+        await sync_to_async(accept.turn_accept)(
             session_id=session.pk, user_id=user.pk, client_id=f"c{n}", text=f"message {n}"
         )
     comm = communicator(user, session.pk)
@@ -151,7 +151,7 @@ async def test_resume_replays_missed_events_in_order(seeded_tx: None, no_pipelin
 async def test_resume_reports_where_the_running_turns_agents_stand(seeded_tx: None, no_pipeline: list[int]) -> None:
     """Agent progress is not persisted; a resuming client gets it from the AgentRun rows."""
     user, session = await owned_session()
-    accepted = await sync_to_async(services.turn_accept)(
+    accepted = await sync_to_async(accept.turn_accept)(
         session_id=session.pk, user_id=user.pk, client_id="c1", text="message"
     )
     turn = await sync_to_async(Turn.objects.get)(pk=accepted.turn_id)
@@ -194,20 +194,20 @@ async def test_logout_closes_the_users_open_sockets(seeded_tx: None, no_pipeline
     comm = communicator(user, session.pk)
     connected, _ = await comm.connect()
     assert connected
-    await sync_to_async(services.user_sockets_close)(user_id=user.pk)
+    await sync_to_async(event_log.user_sockets_close)(user_id=user.pk)
     closed = await comm.receive_output(timeout=5)
     assert closed["type"] == "websocket.close"
-    assert closed["code"] == services.CLOSE_LOGGED_OUT
+    assert closed["code"] == event_log.CLOSE_LOGGED_OUT
 
 
 async def test_the_server_can_ask_a_sessions_sockets_to_reconnect(seeded_tx: None, no_pipeline: list[int]) -> None:
     user, session = await owned_session()
     comm = communicator(user, session.pk)
     await comm.connect()
-    await sync_to_async(services.session_sockets_close)(session_id=session.pk)
+    await sync_to_async(event_log.session_sockets_close)(session_id=session.pk)
     closed = await comm.receive_output(timeout=5)
     assert closed["type"] == "websocket.close"
-    assert closed["code"] == services.CLOSE_RECONNECT
+    assert closed["code"] == event_log.CLOSE_RECONNECT
 
 
 async def test_crisis_language_gets_resources_and_a_calm_reply_with_no_model(

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from agents import dispatch, services
-from agents.context import FENCE_CLOSE, FENCE_OPEN, HEADINGS_TOKENS, build_shared_context, estimate_tokens, fence
+from agents.memory.context import FENCE_CLOSE, FENCE_OPEN, HEADINGS_TOKENS, build_shared_context, estimate_tokens, fence
 from agents.models import BlackboardVersion, Message, Role, Turn
+from agents.turns import accept, dispatch, event_log, sessions
 from tests.conftest import make_coachee
 
 pytestmark = pytest.mark.usefixtures("seeded")
@@ -27,12 +27,12 @@ class Chat:
 
     def __init__(self) -> None:
         self.user = make_coachee()
-        self.session = services.session_start(user_id=self.user.pk)
+        self.session = sessions.session_start(user_id=self.user.pk)
         self.count = 0
 
     def say(self, text: str) -> tuple[Message, Turn]:
         self.count += 1
-        result = services.turn_accept(
+        result = accept.turn_accept(
             session_id=self.session.pk, user_id=self.user.pk, client_id=f"c-{self.count}", text=text
         )
         turn = Turn.objects.select_related("session__coachee", "user_message", "context_blackboard").get(
@@ -41,7 +41,7 @@ class Chat:
         return turn.user_message, turn
 
     def reply(self, text: str, role: Role = Role.COACH) -> Message:
-        seq = services.next_seq(self.session.pk)
+        seq = event_log.next_seq(self.session.pk)
         return Message.objects.create(session=self.session, seq=seq, role=role, text=text)
 
 

@@ -2,7 +2,7 @@
 behaviour (normalisation, session context, explanation, cache), and bad input at accept.
 
 The evaluation set (tests/data/crisis_eval_*.tsv) is apart from the training set
-(agents/safety_data/training.tsv); see the README for how each was made.
+(agents/safety/data/training.tsv); see the README for how each was made.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from agents import crisis_model, safety, safety_eval, safety_text, services
 from agents.models import CrisisPattern, Escalation, Message, Role, Turn
+from agents.safety import classifier, evaluation, pregate, reading
+from agents.turns import accept, sessions
 from tests.conftest import make_coachee
 
 pytestmark = pytest.mark.django_db
@@ -29,16 +30,16 @@ MAX_FALSE_POSITIVES = 0.03
 MIN_RECALL_PER_LANGUAGE = 0.98
 MAX_FALSE_POSITIVES_PER_LANGUAGE = 0.05
 
-EVAL = safety_eval.load_eval_set()
+EVAL = evaluation.load_eval_set()
 
 
 def _normalised(text: str) -> str:
-    return safety_text.normalise(text)
+    return reading.normalise(text)
 
 
 def test_the_evaluation_set_is_big_enough_apart_from_training_and_varied() -> None:
     counts = Counter((row.lang, row.label) for row in EVAL)
-    for lang in safety_eval.LANGUAGES:
+    for lang in evaluation.LANGUAGES:
         assert counts[(lang, "crisis")] >= 60, lang
         assert counts[(lang, "everyday")] >= 60, lang
     categories = Counter(row.category for row in EVAL)
@@ -46,22 +47,22 @@ def test_the_evaluation_set_is_big_enough_apart_from_training_and_varied() -> No
         assert categories[category] >= 30, category
     for hard in ("idiom", "news", "medication", "fiction", "coach"):
         assert categories[hard] >= 30, hard
-    _, _, training = crisis_model.read_training_data()
-    held_out = safety_eval.load_eval_set(pattern="crisis_holdout.tsv")
-    blind = safety_eval.load_eval_set(pattern="crisis_blind.tsv")
+    _, _, training = classifier.read_training_data()
+    held_out = evaluation.load_eval_set(pattern="crisis_holdout.tsv")
+    blind = evaluation.load_eval_set(pattern="crisis_blind.tsv")
     overlap = {_normalised(t) for t in training} & {_normalised(row.text) for row in EVAL + held_out + blind}
     assert overlap == set()
 
 
 def test_recall_and_false_positives_on_the_evaluation_set(seeded: None) -> None:
-    patterns = safety.active_crisis_patterns()  # as the migrations seed them
-    report = safety_eval.evaluate(EVAL, lambda text: safety.assess(text, patterns))
-    print("\n" + safety_eval.format_report(report))
+    patterns = pregate.active_crisis_patterns()  # as the migrations seed them
+    report = evaluation.evaluate(EVAL, lambda text: pregate.assess(text, patterns))
+    print("\n" + evaluation.format_report(report))
     print("missed: " + "; ".join(f"[{r.lang}/{r.category}] {r.text}" for r in report.missed))
     print("flagged: " + "; ".join(f"[{r.lang}/{r.category}] {r.text}" for r in report.flagged))
     assert report.recall["all"].rate >= MIN_RECALL
     assert report.false_positives["all"].rate <= MAX_FALSE_POSITIVES
-    for lang in safety_eval.LANGUAGES:
+    for lang in evaluation.LANGUAGES:
         assert report.recall[lang].rate >= MIN_RECALL_PER_LANGUAGE, lang
         assert report.false_positives[lang].rate <= MAX_FALSE_POSITIVES_PER_LANGUAGE, lang
 
@@ -76,36 +77,36 @@ def test_recall_and_false_positives_on_the_evaluation_set(seeded: None) -> None:
     ],
 )
 def test_normalisation_undoes_what_hides_a_word(written: str, plain: str) -> None:
-    assert safety_text.normalise(written) == plain
+    assert reading.normalise(written) == plain
 
 
 def test_russian_in_either_script_reads_alike() -> None:
-    cyrillic = crisis_model.model_text("Я не хочу больше жить")
-    latin = crisis_model.model_text("ya ne khochu bol'she zhit'")
+    cyrillic = classifier.model_text("Я не хочу больше жить")
+    latin = classifier.model_text("ya ne khochu bol'she zhit'")
     assert cyrillic == latin == "ia ne hochu bolshe zhit"
 
 
 def test_a_cyrillic_pattern_matches_transliterated_russian() -> None:
     patterns = [(1, "ru", r"\bне хочу (больше )?жить\b", "suicide")]
-    assert safety.pregate("ne hochu bolshe zhit", patterns) is not None
-    assert safety.pregate("не хочу больше жить", patterns) is not None
-    assert safety.pregate("хочу больше жить", patterns) is None
+    assert pregate.pregate("ne hochu bolshe zhit", patterns) is not None
+    assert pregate.pregate("не хочу больше жить", patterns) is not None
+    assert pregate.pregate("хочу больше жить", patterns) is None
 
 
 def test_a_keyword_does_not_count_in_news_but_a_first_person_phrase_does() -> None:
     patterns = [(1, "en", r"\bsuicid", "suicide"), (2, "en", r"\bwant to die\b", "suicide")]
-    assert safety.pregate("An article about suicide rates among farmers", patterns) is None
-    assert safety.pregate("I read an article about suicide and I want to die", patterns) is not None
-    assert safety.pregate("I keep thinking about suicide", patterns) is not None
+    assert pregate.pregate("An article about suicide rates among farmers", patterns) is None
+    assert pregate.pregate("I read an article about suicide and I want to die", patterns) is not None
+    assert pregate.pregate("I keep thinking about suicide", patterns) is not None
 
 
 def test_the_classifier_explains_itself() -> None:
-    hit = crisis_model.classify("i want to end my life tonight, i have decided")
+    hit = classifier.classify("i want to end my life tonight, i have decided")
     assert hit is not None
-    assert hit.score >= crisis_model.THRESHOLD
+    assert hit.score >= classifier.THRESHOLD
     assert hit.features
     assert all(isinstance(f, str) for f in hit.features)
-    assert crisis_model.classify("can we plan my week so there is time for the gym") is None
+    assert classifier.classify("can we plan my week so there is time for the gym") is None
 
 
 def test_the_embedding_carries_meaning_the_ngrams_do_not_share() -> None:
@@ -114,34 +115,34 @@ def test_the_embedding_carries_meaning_the_ngrams_do_not_share() -> None:
         "lately i have been giving my things away and i wrote a letter to each of my friends",
         "я раздала свои вещи и написала всем письма, так им будет проще",
     ):
-        score = crisis_model.detector().score(text)
+        score = classifier.detector().score(text)
         assert score.meaning > 0, text
-    everyday = crisis_model.detector().score("can we look at my calendar and find two slots for deep work")
+    everyday = classifier.detector().score("can we look at my calendar and find two slots for deep work")
     assert everyday.meaning < 0
 
 
 def test_text_in_no_script_of_the_products_languages_is_not_scored() -> None:
     rng = random.Random(7)
     noise = "".join(chr(rng.randrange(0x20, 0xD7FF)) for _ in range(4000))
-    assert not crisis_model.readable(noise)
-    assert crisis_model.classify(noise) is None
-    assert crisis_model.readable("я больше не могу так жить 😔")
-    assert crisis_model.readable("Je n'en peux plus, vraiment.")
+    assert not classifier.readable(noise)
+    assert classifier.classify(noise) is None
+    assert classifier.readable("я больше не могу так жить 😔")
+    assert classifier.readable("Je n'en peux plus, vraiment.")
 
 
 def test_a_long_message_embeds_only_its_most_worrying_pieces(monkeypatch: Any) -> None:
     embedded: list[str] = []
-    real_embed = crisis_model.embed
+    real_embed = classifier.embed
 
     def counting(texts: Any) -> Any:
         embedded.extend(texts)
         return real_embed(texts)
 
-    monkeypatch.setattr(crisis_model, "embed", counting)
+    monkeypatch.setattr(classifier, "embed", counting)
     filler = "We talked about the quarterly plan and how I want to structure my mornings. " * 12
     crisis = "I have decided to end my life tonight, I have the pills ready. "
-    hit = crisis_model.classify(filler + crisis + filler)
-    assert len(embedded) <= crisis_model.EMBED_CHUNKS
+    hit = classifier.classify(filler + crisis + filler)
+    assert len(embedded) <= classifier.EMBED_CHUNKS
     assert any("end my life" in piece for piece in embedded)
     assert hit is not None
 
@@ -155,54 +156,54 @@ EVERYDAY_SHORT = [
 
 def test_short_everyday_lines_never_bring_the_card(seeded: None) -> None:
     # "Tell me everything." once scored 0.95 "suicide" on first-person n-grams alone.
-    patterns = safety.active_crisis_patterns()
-    flagged = [text for text in EVERYDAY_SHORT if safety.assess(text, patterns) is not None]
+    patterns = pregate.active_crisis_patterns()
+    flagged = [text for text in EVERYDAY_SHORT if pregate.assess(text, patterns) is not None]
     assert flagged == []
-    _, _, training = crisis_model.read_training_data()
+    _, _, training = classifier.read_training_data()
     assert not {_normalised(t) for t in training} & {_normalised(t) for t in EVERYDAY_SHORT}
 
 
 def test_the_classifier_leaves_a_short_message_to_the_patterns() -> None:
     four_words = "i want to die"
-    assert len(four_words.split()) < crisis_model.MIN_WORDS
-    assert crisis_model.classify(four_words) is None
-    assert safety.pregate(four_words, safety_eval.seeded_patterns()) is not None
+    assert len(four_words.split()) < classifier.MIN_WORDS
+    assert classifier.classify(four_words) is None
+    assert pregate.pregate(four_words, evaluation.seeded_patterns()) is not None
 
 
 class _Scores:
     """A detector with fixed scores by text, to check the decision rule itself."""
 
-    def __init__(self, scores: dict[str, crisis_model.Score]) -> None:
+    def __init__(self, scores: dict[str, classifier.Score]) -> None:
         self.scores = scores
 
-    def score(self, text: str, *, explain: bool = True) -> crisis_model.Score:
+    def score(self, text: str, *, explain: bool = True) -> classifier.Score:
         return self.scores[text]
 
 
 def test_a_means_question_weighs_more_after_distress_earlier_in_the_session(monkeypatch: Any) -> None:
-    between = (crisis_model.THRESHOLD + crisis_model.THRESHOLD_AFTER_DISTRESS) / 2
+    between = (classifier.THRESHOLD + classifier.THRESHOLD_AFTER_DISTRESS) / 2
     fake = _Scores(
         {
-            "which bridges are higher than 25 m": crisis_model.Score(between, "means", 0.7, ["bridg"]),
-            "i lost my job today": crisis_model.Score(0.1, "suicide", crisis_model.DISTRESS_IN_CONTEXT + 0.1),
-            "nice weather": crisis_model.Score(0.0, "suicide", 0.0),
-            "a vague worry": crisis_model.Score(between, "suicide", 0.7),
+            "which bridges are higher than 25 m": classifier.Score(between, "means", 0.7, ["bridg"]),
+            "i lost my job today": classifier.Score(0.1, "suicide", classifier.DISTRESS_IN_CONTEXT + 0.1),
+            "nice weather": classifier.Score(0.0, "suicide", 0.0),
+            "a vague worry": classifier.Score(between, "suicide", 0.7),
         }
     )
-    monkeypatch.setattr(crisis_model, "detector", lambda: fake)
-    assert crisis_model.classify("which bridges are higher than 25 m") is None
-    assert crisis_model.classify("which bridges are higher than 25 m", ["nice weather"]) is None
-    hit = crisis_model.classify("which bridges are higher than 25 m", ["nice weather", "i lost my job today"])
+    monkeypatch.setattr(classifier, "detector", lambda: fake)
+    assert classifier.classify("which bridges are higher than 25 m") is None
+    assert classifier.classify("which bridges are higher than 25 m", ["nice weather"]) is None
+    hit = classifier.classify("which bridges are higher than 25 m", ["nice weather", "i lost my job today"])
     assert hit is not None
     assert hit.category == "means"
-    assert hit.context > crisis_model.DISTRESS_IN_CONTEXT
+    assert hit.context > classifier.DISTRESS_IN_CONTEXT
     # Context lowers the bar for questions about means or not eating/drinking, not for everything.
-    assert crisis_model.classify("a vague worry", ["i lost my job today"]) is None
+    assert classifier.classify("a vague worry", ["i lost my job today"]) is None
 
 
 def test_the_session_history_reaches_the_detector(seeded: None, monkeypatch: Any) -> None:
     seen: list[list[str] | None] = []
-    monkeypatch.setattr(crisis_model, "classify", lambda text, history=None: seen.append(history))
+    monkeypatch.setattr(classifier, "classify", lambda text, history=None: seen.append(history))
     user, session = _session()
     for index, text in enumerate(["first", "second", "third", "fourth", "fifth"]):
         _accept(user, session, text, f"c-{index}")
@@ -213,15 +214,15 @@ def test_the_session_history_reaches_the_detector(seeded: None, monkeypatch: Any
 def test_the_fitted_model_is_cached_by_the_training_datas_hash(tmp_path: Path, monkeypatch: Any) -> None:
     monkeypatch.setenv("COACHING_CACHE_DIR", str(tmp_path))
     data = tmp_path / "training.tsv"
-    data.write_text(crisis_model.TRAINING_FILES[0].read_text(encoding="utf-8"), encoding="utf-8")
-    crisis_model.load_or_train([data])
+    data.write_text(classifier.TRAINING_FILES[0].read_text(encoding="utf-8"), encoding="utf-8")
+    classifier.load_or_train([data])
     cached = list((tmp_path / "crisis-model").glob("*.joblib"))
-    assert [p.stem for p in cached] == [crisis_model.training_digest([data])]
+    assert [p.stem for p in cached] == [classifier.training_digest([data])]
     started = time.perf_counter()
-    crisis_model.load_or_train([data])  # from the cache
+    classifier.load_or_train([data])  # from the cache
     assert time.perf_counter() - started < 5
     data.write_text(data.read_text(encoding="utf-8") + "en\tnone\tone more everyday line\n", encoding="utf-8")
-    crisis_model.load_or_train([data])
+    classifier.load_or_train([data])
     assert len(list((tmp_path / "crisis-model").glob("*.joblib"))) == 2
 
 
@@ -230,11 +231,11 @@ def test_the_fitted_model_is_cached_by_the_training_datas_hash(tmp_path: Path, m
 
 def _session(locale: str = "en") -> tuple[Any, Any]:
     user = make_coachee(f"c-{random.randrange(10**9)}")
-    return user, services.session_start(user_id=user.pk, locale=locale)
+    return user, sessions.session_start(user_id=user.pk, locale=locale)
 
 
 def _accept(user: Any, session: Any, text: str, client_id: str = "c-1") -> Turn:
-    result = services.turn_accept(session_id=session.pk, user_id=user.pk, client_id=client_id, text=text)
+    result = accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id=client_id, text=text)
     return Turn.objects.get(pk=result.turn_id)
 
 
@@ -249,7 +250,7 @@ def test_the_turn_records_the_pattern_that_fired(seeded: None) -> None:
     assert pattern.locale == "pt"
     reply = turn.coach_message
     assert reply is not None
-    assert reply.text == safety.crisis_reply("pt")
+    assert reply.text == pregate.crisis_reply("pt")
 
 
 def test_the_turn_records_the_classifier_when_no_pattern_fired(seeded: None) -> None:
@@ -258,7 +259,7 @@ def test_the_turn_records_the_classifier_when_no_pattern_fired(seeded: None) -> 
     turn = _accept(user, session, "i want to end my life tonight, i have decided")
     assert turn.crisis_signal is not None
     assert turn.crisis_signal["layer"] == "classifier"
-    assert turn.crisis_signal["score"] >= crisis_model.THRESHOLD
+    assert turn.crisis_signal["score"] >= classifier.THRESHOLD
     assert turn.crisis_signal["features"]
     assert "classifier" in turn.flag_reason
 
@@ -270,7 +271,7 @@ def test_abuse_is_refer_with_abuse_lines_unless_danger_is_immediate(seeded: None
     assert turn.crisis_signal["category"] == "abuse"
     assert turn.escalation == Escalation.REFER
     assert turn.coach_message is not None
-    assert turn.coach_message.text == safety.crisis_reply("de", "abuse")
+    assert turn.coach_message.text == pregate.crisis_reply("de", "abuse")
     turn = _accept(user, session, "er steht mit einem Messer vor der Tür und schreit, er bringt mich um", "c-2")
     assert turn.escalation == Escalation.CRISIS
 
@@ -349,12 +350,12 @@ CONCEPT_CAUGHT = [
 
 @pytest.mark.parametrize("text", CONCEPT_GUARDED)
 def test_a_concept_patterns_guard_keeps_everyday_wording_out(text: str) -> None:
-    assert safety.pregate(text, safety_eval.seeded_patterns()) is None
+    assert pregate.pregate(text, evaluation.seeded_patterns()) is None
 
 
 @pytest.mark.parametrize(("text", "category"), CONCEPT_CAUGHT)
 def test_a_concept_pattern_takes_wording_no_phrase_was_written_for(text: str, category: str) -> None:
-    match = safety.pregate(text, safety_eval.seeded_patterns())
+    match = pregate.pregate(text, evaluation.seeded_patterns())
     assert match is not None
     assert match.category == category
 
@@ -362,10 +363,10 @@ def test_a_concept_pattern_takes_wording_no_phrase_was_written_for(text: str, ca
 def test_a_latin_pattern_never_reads_the_russian_skeleton() -> None:
     # On the skeleton "hoje" is "hoie", so the guard "(?! hoje)" would not hold there.
     patterns = [(1, "pt", r"\bminha ultima mensagem\b(?! hoje)", "suicide")]
-    assert safety.pregate("essa é minha última mensagem hoje", patterns) is None
-    assert safety.pregate("essa é minha última mensagem", patterns) is not None
+    assert pregate.pregate("essa é minha última mensagem hoje", patterns) is None
+    assert pregate.pregate("essa é minha última mensagem", patterns) is not None
 
 
 def test_the_re2_preselection_reads_nested_guards_and_counted_gaps() -> None:
-    loosened = safety._loosened(r"\bhow (many|much)\b.{0,50}\b(die(?! (of|on (this|that) hill)))\b")
+    loosened = pregate._loosened(r"\bhow (many|much)\b.{0,50}\b(die(?! (of|on (this|that) hill)))\b")
     assert loosened == "how (many|much).*(die)"

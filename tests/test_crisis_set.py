@@ -21,10 +21,11 @@ from asgiref.sync import sync_to_async
 from django.apps import apps as django_apps
 from django.contrib.auth import get_user_model
 
-from agents import safety, safety_eval, safety_text, services
 from agents.llm import breaker
 from agents.models import CoachingSession, Escalation, Message, Role, Turn, TurnStatus
-from agents.schemas import SERVER_EVENTS
+from agents.roles.schemas import SERVER_EVENTS
+from agents.safety import evaluation, pregate, reading
+from agents.turns import crisis, sessions
 from tests.conftest import ChatClient, LiveStack, login_cookie, make_coachee, point_agents_at
 
 pytestmark = [
@@ -60,8 +61,8 @@ def test_the_set_is_big_enough_and_multilingual() -> None:
 
 def test_recall_and_false_positive_rate_of_the_pregate(seeded_tx: None) -> None:
     seed_lexicon()
-    missed = [row for row in DATA["crisis"] if safety.pregate(row["text"]) is None]
-    flagged = [row for row in DATA["non_crisis"] if safety.pregate(row["text"]) is not None]
+    missed = [row for row in DATA["crisis"] if pregate.pregate(row["text"]) is None]
+    flagged = [row for row in DATA["non_crisis"] if pregate.pregate(row["text"]) is not None]
     recall = 1 - len(missed) / len(DATA["crisis"])
     fp_rate = len(flagged) / len(DATA["non_crisis"])
     print(
@@ -77,10 +78,10 @@ def test_without_the_second_batch_recall_is_lower() -> None:
     # The set measures something: migration 0007's lexicon alone misses indirect phrasing.
     # (Compiled straight from the migration, so this holds after the batch is seeded too.)
     seeded = importlib.import_module("agents.migrations.0007_seed_crisis_patterns").PATTERNS
-    regexes = [regex for patterns in seeded.values() for p in patterns if (regex := safety.compiled(p))]
+    regexes = [regex for patterns in seeded.values() for p in patterns if (regex := pregate.compiled(p))]
 
     def hit(text: str) -> bool:
-        return any(regex.search(variant) for regex in regexes for variant in safety_text.variants(text))
+        return any(regex.search(variant) for regex in regexes for variant in reading.variants(text))
 
     missed = [row for row in DATA["crisis"] if not hit(row["text"])]
     flagged = [row for row in DATA["non_crisis"] if hit(row["text"])]
@@ -106,7 +107,7 @@ def _coachees_and_sessions(rows: list[dict[str, str]]) -> list[tuple[CoachingSes
     for index, row in enumerate(rows):
         username = f"crisis-{index // MESSAGES_PER_COACHEE}"
         user = get_user_model().objects.filter(username=username).first() or make_coachee(username)
-        session = services.session_start(user_id=user.pk, locale=row["lang"])
+        session = sessions.session_start(user_id=user.pk, locale=row["lang"])
         out.append((session, login_cookie(username, "")))
     return out
 
@@ -118,14 +119,12 @@ async def test_every_crisis_message_gets_the_card_within_a_second_with_the_model
     await sync_to_async(point_agents_at)(DEAD_ENDPOINT)
     await sync_to_async(breaker.reset_all)()
     rows = DATA["crisis"]
-    sessions = await sync_to_async(_coachees_and_sessions)(rows)
-    expected = {
-        lang: await sync_to_async(services.crisis_resources_for)(lang) for lang in {row["lang"] for row in rows}
-    }
+    opened = await sync_to_async(_coachees_and_sessions)(rows)
+    expected = {lang: await sync_to_async(crisis.crisis_resources_for)(lang) for lang in {row["lang"] for row in rows}}
     timings: list[float] = []
     slow: list[tuple[str, float]] = []
     try:
-        for row, (session, cookie) in zip(rows, sessions, strict=True):
+        for row, (session, cookie) in zip(rows, opened, strict=True):
             async with ChatClient(live_stack, session, cookie) as client:
                 sent = time.monotonic()
                 await client.send({"type": "user.message", "client_id": "c-1", "text": row["text"]})
@@ -139,7 +138,7 @@ async def test_every_crisis_message_gets_the_card_within_a_second_with_the_model
             assert card["level"] == "crisis"
             assert card["resources"] == expected[row["lang"]], row
             assert card["resources"], row
-            assert reply["text"] == safety.crisis_reply(row["lang"])
+            assert reply["text"] == pregate.crisis_reply(row["lang"])
         timings.sort()
         print(
             f"\nresources card for {len(rows)} crisis messages, model endpoint down: "
@@ -148,7 +147,7 @@ async def test_every_crisis_message_gets_the_card_within_a_second_with_the_model
         assert slow == []
 
         # Each turn is flagged as a crisis, and ends (with the fallback: no model is up).
-        session_ids = [s.pk for s, _ in sessions]
+        session_ids = [s.pk for s, _ in opened]
         turns = await sync_to_async(wait_for_turns_to_end)(session_ids, timeout_s=90)
         assert len(turns) == len(rows)
         assert all(t.escalation == Escalation.CRISIS and t.flagged for t in turns)
@@ -164,9 +163,9 @@ async def test_every_crisis_message_gets_the_card_within_a_second_with_the_model
 def _evaluation_sample() -> list[dict[str, str]]:
     """Crisis messages of the evaluation set: 10 per language (spread over its categories), or
     all of them with CRISIS_LIVE_ALL=1 (scripts/crisis_live.sh)."""
-    rows = [row for row in safety_eval.load_eval_set() if row.label == "crisis"]
+    rows = [row for row in evaluation.load_eval_set() if row.label == "crisis"]
     if os.environ.get("CRISIS_LIVE_ALL") != "1":
-        rows = [row for lang in safety_eval.LANGUAGES for row in [r for r in rows if r.lang == lang][::6][:10]]
+        rows = [row for lang in evaluation.LANGUAGES for row in [r for r in rows if r.lang == lang][::6][:10]]
     return [{"lang": row.lang, "text": row.text, "category": row.category} for row in rows]
 
 
@@ -177,12 +176,12 @@ async def test_evaluation_crisis_messages_get_the_card_in_their_language_within_
     await sync_to_async(point_agents_at)(DEAD_ENDPOINT)
     await sync_to_async(breaker.reset_all)()
     rows = _evaluation_sample()
-    sessions = await sync_to_async(_coachees_and_sessions)(rows)
+    opened = await sync_to_async(_coachees_and_sessions)(rows)
     timings: list[float] = []
     slow: list[tuple[str, float]] = []
     missed: list[str] = []  # no card at all: counted, and the run goes on to the next message
     try:
-        for row, (session, cookie) in zip(rows, sessions, strict=True):
+        for row, (session, cookie) in zip(rows, opened, strict=True):
             async with ChatClient(live_stack, session, cookie) as client:
                 sent = time.monotonic()
                 await client.send({"type": "user.message", "client_id": "c-1", "text": row["text"]})
@@ -197,12 +196,12 @@ async def test_evaluation_crisis_messages_get_the_card_in_their_language_within_
             if took > CARD_WITHIN_S:
                 slow.append((row["text"], took))
             SERVER_EVENTS["safety.notice"].model_validate(card)
-            assert card["title"] == safety.card_text(row["lang"], card["level"])["title"], row
+            assert card["title"] == pregate.card_text(row["lang"], card["level"])["title"], row
             assert card["resources"], row
-            assert reply["text"] == safety.crisis_reply(row["lang"], card["category"]), row
+            assert reply["text"] == pregate.crisis_reply(row["lang"], card["category"]), row
         timings.sort()
         print(
-            f"\nresources card for {len(rows)} evaluation crisis messages ({len(safety_eval.LANGUAGES)} languages), "
+            f"\nresources card for {len(rows)} evaluation crisis messages ({len(evaluation.LANGUAGES)} languages), "
             f"model endpoint down: p50 {timings[len(timings) // 2] * 1000:.0f} ms, max {timings[-1] * 1000:.0f} ms; "
             f"no card for {len(missed)}: " + "; ".join(missed)
         )
@@ -211,5 +210,5 @@ async def test_evaluation_crisis_messages_get_the_card_in_their_language_within_
     finally:
         # The turns go on in the worker (to the fallback: no model is up); the flush after this
         # test must not truncate tables under them (it deadlocked with one once).
-        await sync_to_async(wait_for_turns_to_end)([s.pk for s, _ in sessions], timeout_s=90)
+        await sync_to_async(wait_for_turns_to_end)([s.pk for s, _ in opened], timeout_s=90)
         await sync_to_async(breaker.reset_all)()

@@ -1,9 +1,10 @@
-"""agents/dispatch.py queues tasks by name: each name must be a task the worker runs."""
+"""agents/turns/dispatch.py queues tasks by name: each name must be a task the worker runs."""
 
 from celery import current_app
 
-from agents import dispatch, tasks
+from agents import tasks
 from agents.models import SPECIALISTS
+from agents.turns import dispatch
 
 
 def test_every_name_dispatch_queues_is_a_registered_task() -> None:

@@ -25,14 +25,16 @@ import openai
 import pytest
 from asgiref.sync import sync_to_async
 
-from agents import quality, reply_gate, services
 from agents.llm import embedded
 from agents.llm.client import EndpointSpec
 from agents.llm.schema import WIDEST_ID, answer_token_bound, json_schema_for
+from agents.memory.tokens import counter_for
 from agents.models import AgentRun, Message, MessageStatus, QualityFinding, RunStatus, Turn, TurnStatus
-from agents.schemas import OUTPUT_SCHEMAS
-from agents.services import session_start
-from agents.tokens import counter_for
+from agents.pipeline import reply_gate
+from agents.roles.schemas import OUTPUT_SCHEMAS
+from agents.safety import quality
+from agents.turns import finish
+from agents.turns.sessions import session_start
 from tests.conftest import (
     OUTPUT_DIR,
     ROOT,
@@ -362,7 +364,7 @@ def shown_texts(turns: list[Turn]) -> list[tuple[str, quality.Expectations]]:
     """What each turn showed its coachee, with the wording the gate judged it against: the
     system's own (the fenced transcript may be quoted back). The fixed fallbacks are ours, and
     a second turn's prompt quotes the first one's."""
-    fallbacks = set(services.FALLBACK_REPLIES.values())
+    fallbacks = set(finish.FALLBACK_REPLIES.values())
     shown = []
     for turn in Turn.objects.filter(pk__in=[t.pk for t in turns]).select_related("coach_message", "synth_message"):
         expect = quality.Expectations(wording=reply_gate.system_wording([turn.shared_prompt]))

@@ -13,7 +13,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from agents.models import Message, Turn
-from agents.schemas import SERVER_EVENTS
+from agents.roles.schemas import SERVER_EVENTS
 from tests.test_consumers import communicator, no_pipeline, owned_session  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_thread_connections")]

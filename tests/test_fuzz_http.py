@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from agents import services
+from agents.turns import sessions
 from tests.conftest import make_coachee
 
 pytestmark = pytest.mark.django_db
@@ -66,7 +66,7 @@ def bad_request(rng: random.Random, sid: int) -> tuple[str, str, dict[str, Any]]
 @pytest.mark.parametrize("logged_in", [False, True])
 def test_generated_bad_requests_never_get_a_server_error(seeded: None, logged_in: bool) -> None:
     user = make_coachee()
-    session = services.session_start(user_id=user.pk)
+    session = sessions.session_start(user_id=user.pk)
     client = Client(raise_request_exception=False)
     if logged_in:
         client.force_login(user)

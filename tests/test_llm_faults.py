@@ -21,8 +21,8 @@ from asgiref.sync import sync_to_async
 from agents.llm import breaker
 from agents.llm.simulator import FAULTS
 from agents.models import AgentRun, CoachingSession, RunStatus, Turn, TurnStatus
-from agents.schemas import OUTPUT_SCHEMAS, SERVER_EVENTS
-from agents.services import session_start
+from agents.roles.schemas import OUTPUT_SCHEMAS, SERVER_EVENTS
+from agents.turns.sessions import session_start
 from tests.conftest import CLEAN_CRITIC, ChatClient, LiveStack, login_cookie, make_coachee, stop_stack
 
 pytestmark = [

@@ -22,7 +22,7 @@ from agents.llm.schema import (
     response_format_for,
 )
 from agents.llm.simulator import SchemaFaker
-from agents.schemas import (
+from agents.roles.schemas import (
     OUTPUT_SCHEMAS,
     CriticOutput,
     PlasticityOutput,

@@ -9,10 +9,10 @@ import time
 import pytest
 from django.db import connection, transaction
 
-from agents import dispatch, services
-from agents.coach import coach_prepare, coach_record_start
+from agents.chat.coach import coach_prepare, coach_record_start
 from agents.llm.simulator import SimulatorServer
 from agents.models import Message, Role, Turn
+from agents.turns import accept, dispatch, event_log, sessions
 from tests.conftest import make_coachee, point_agents_at
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -24,8 +24,8 @@ def test_coach_recording_its_start_waits_for_a_writer_holding_the_turn_instead_o
     monkeypatch.setattr(dispatch, "turn_pipeline_start", lambda turn_id: None)
     point_agents_at(sim.base_url)
     user = make_coachee()
-    session = services.session_start(user_id=user.pk)
-    accepted = services.turn_accept(session_id=session.pk, user_id=user.pk, client_id="c-1", text="Hello.")
+    session = sessions.session_start(user_id=user.pk)
+    accepted = accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id="c-1", text="Hello.")
     call = coach_prepare(turn_id=accepted.turn_id)
     assert call is not None
     holding = threading.Event()
@@ -38,7 +38,7 @@ def test_coach_recording_its_start_waits_for_a_writer_holding_the_turn_instead_o
                 Turn.objects.select_for_update().get(pk=accepted.turn_id)
                 holding.set()
                 time.sleep(0.5)  # Coach records its start meanwhile
-                services.next_seq(session.pk)
+                event_log.next_seq(session.pk)
         except BaseException as exc:
             failures.append(exc)
         finally:

@@ -12,10 +12,10 @@ from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from agents import dispatch, tokens
-from agents.llm import structured
 from agents.llm.simulator import SimulatorServer
+from agents.memory import tokens
 from agents.models import Agent, AgentConfig, AgentRun, Turn
+from agents.roles import structured
 from agents.synthetic import (
     PINNED_BLOCKED_MOVE,
     PINNED_COMMITMENT,
@@ -23,6 +23,7 @@ from agents.synthetic import (
     synthetic_coachee,
     turn_steps_run,
 )
+from agents.turns import dispatch
 from tests.conftest import point_agents_at
 
 pytestmark = pytest.mark.usefixtures("seeded")

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from agents import blackboard, dispatch, services
-from agents.context import PROTECTED_HISTORY, build_shared_context
+from agents.memory import blackboard
+from agents.memory.context import PROTECTED_HISTORY, build_shared_context
 from agents.models import (
     BlackboardVersion,
     CoachingSession,
@@ -22,7 +22,8 @@ from agents.models import (
     SummaryStrategy,
     Turn,
 )
-from agents.schemas import EvidencedItem, FollowThroughPrediction, ShadowOutput
+from agents.roles.schemas import EvidencedItem, FollowThroughPrediction, ShadowOutput
+from agents.turns import accept, dispatch, event_log, sessions
 from coaching_site.celery import app as celery_app
 from tests.conftest import make_coachee
 
@@ -92,12 +93,12 @@ def with_prediction(user: Any, *, edit: dict[str, Any] | None = None) -> Turn:
 
 
 def current_turn(user: Any, messages: int = 0, text: str = "So, today.") -> Turn:
-    session = services.session_start(user_id=user.pk)
+    session = sessions.session_start(user_id=user.pk)
     for i in range(messages):
         Message.objects.create(
-            session=session, seq=services.next_seq(session.pk), role=Role.USER, text=f"H{i}-" + "talk " * 80
+            session=session, seq=event_log.next_seq(session.pk), role=Role.USER, text=f"H{i}-" + "talk " * 80
         )
-    accepted = services.turn_accept(session_id=session.pk, user_id=user.pk, client_id="now", text=text)
+    accepted = accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id="now", text=text)
     return Turn.objects.select_related("session__coachee", "user_message", "context_blackboard").get(
         pk=accepted.turn_id
     )
@@ -210,7 +211,7 @@ def test_a_long_overdue_commitment_is_no_longer_pinned() -> None:
 
 
 def test_the_shared_budget_follows_the_smallest_enabled_turn_agent() -> None:
-    from agents.context import SHARED_BUDGET_SHARE, shared_budget
+    from agents.memory.context import SHARED_BUDGET_SHARE, shared_budget
     from agents.models import AgentConfig
 
     AgentConfig.objects.filter(agent="coach").update(context_budget=2000)

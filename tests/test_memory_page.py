@@ -10,9 +10,10 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from agents import blackboard, services
+from agents.memory import blackboard, edits
 from agents.models import BlackboardVersion, Prediction, Turn
-from agents.schemas import EvidencedItem, FollowThroughPrediction, ShadowOutput
+from agents.roles.schemas import EvidencedItem, FollowThroughPrediction, ShadowOutput
+from agents.turns import accept, sessions
 from tests.conftest import make_coachee
 from tests.test_views import logged_in
 
@@ -39,9 +40,9 @@ def findings(pattern: str = "procrastination", confidence: int = 70) -> ShadowOu
 def remembered(user: Any) -> tuple[dict[str, Any], Turn]:
     """Three coachee messages; Shadow wrote from the third, with one junk priority and a
     pattern it was not sure of, as older versions did."""
-    session = services.session_start(user_id=user.pk)
+    session = sessions.session_start(user_id=user.pk)
     for n, text in enumerate(["Hi", "Work is a lot", "I skipped my run again"]):
-        services.turn_accept(session_id=session.pk, user_id=user.pk, client_id=f"m{n}", text=text)
+        accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id=f"m{n}", text=text)
     third = Turn.objects.filter(session=session).order_by("started_at").last()
     assert third is not None
     data = blackboard.merge_shadow(blackboard.empty(), findings(), turn_id=third.pk, at="2026-11-30T10:00:00")
@@ -88,7 +89,7 @@ def test_deleting_an_item_removes_it_everywhere_for_good(seeded: None) -> None:
         made_at=third.started_at,
         due_at=third.started_at,
     )
-    services.blackboard_item_edit(coachee_id=user.pk, item_id=data["stated_goals"][0]["id"], hidden=True)
+    edits.blackboard_item_edit(coachee_id=user.pk, item_id=data["stated_goals"][0]["id"], hidden=True)
     goal, plan = data["stated_goals"][0]["id"], data["predictions"][-1]["id"]
 
     for item_id in (goal, plan):

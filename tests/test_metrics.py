@@ -19,10 +19,11 @@ from django.test import Client
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from agents import dispatch, reply_gate, services
 from agents.models import AgentRun, QualityFinding, Turn
 from agents.observability import metrics
-from agents.quality import Finding
+from agents.pipeline import reply_gate
+from agents.safety.quality import Finding
+from agents.turns import accept, dispatch, event_log, sessions
 from tests.conftest import METRICS_TOKEN, LiveStack, make_coachee
 from tests.test_prompt_ops import make_operator, make_platform_admin
 from tests.test_turn_integration import run_turn
@@ -147,10 +148,10 @@ def test_crisis_hits_are_counted_by_layer_category_and_level(
 ) -> None:
     monkeypatch.setattr(dispatch, "turn_pipeline_start", lambda turn_id: None)
     user = make_coachee()
-    session = services.session_start(user_id=user.pk)
+    session = sessions.session_start(user_id=user.pk)
     before = total(parse_local(), "coaching_crisis_hits_total")
     with django_capture_on_commit_callbacks(execute=True):
-        accepted = services.turn_accept(
+        accepted = accept.turn_accept(
             session_id=session.pk, user_id=user.pk, client_id="c-1", text="I want to kill myself tonight."
         )
     # Counted once the turn is committed (on_commit), by the layer that fired.
@@ -249,7 +250,7 @@ async def test_a_turn_on_the_real_stack_shows_in_the_scrape(live_stack: LiveStac
     turn_id = done["turn_id"]
     turn = await Turn.objects.aget(pk=turn_id)
     counts, tokens = await sync_to_async(run_sums)(turn_id)
-    replayed = await sync_to_async(lambda: len(services.events_after(session_id=session.pk, after_seq=0)))()
+    replayed = await sync_to_async(lambda: len(event_log.events_after(session_id=session.pk, after_seq=0)))()
 
     # Each process records after its own commit: read until Coach, every agent, the turn and the
     # socket's close are all in (they are within milliseconds; the limit is generous).

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
-from agents import services
 from agents.models import Message, Turn, TurnStatus
-from agents.schemas import SERVER_EVENTS
+from agents.roles.schemas import SERVER_EVENTS
+from agents.turns import accept, finish, sessions
 from tests.conftest import make_coachee
 from tests.test_consumers import communicator, no_pipeline, owned_session  # noqa: F401  (fixture)
 
@@ -61,7 +61,7 @@ async def test_the_queued_message_is_taken_once_the_turn_ends(
     try:
         first = await send(comm, "first", "Hello")
         assert (await send(comm, "second", "Queued words"))["code"] == "turn_running"
-        await sync_to_async(services.turn_stop)(turn_id=first["turn_id"], user_id=user.pk)
+        await sync_to_async(finish.turn_stop)(turn_id=first["turn_id"], user_id=user.pk)
         done = await comm.receive_json_from(timeout=5)
         assert done["type"] == "turn.done"
         second = await send(comm, "second", "Queued words")
@@ -76,25 +76,25 @@ async def test_the_queued_message_is_taken_once_the_turn_ends(
 def test_the_service_itself_refuses_a_second_turn(seeded: None) -> None:
     """The check is in turn_accept, under the session's row lock, not only in the socket."""
     user = make_coachee("racer")
-    session = services.session_start(user_id=user.pk)
-    services.turn_accept(session_id=session.pk, user_id=user.pk, client_id="a", text="one", one_turn_at_a_time=True)
-    with pytest.raises(services.TurnRunningError):
-        services.turn_accept(session_id=session.pk, user_id=user.pk, client_id="b", text="two", one_turn_at_a_time=True)
+    session = sessions.session_start(user_id=user.pk)
+    accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id="a", text="one", one_turn_at_a_time=True)
+    with pytest.raises(accept.TurnRunningError):
+        accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id="b", text="two", one_turn_at_a_time=True)
     assert Turn.objects.filter(session=session).count() == 1
 
 
 def test_a_turn_the_crisis_pre_gate_answered_holds_no_message_back(seeded: None) -> None:
     """Someone in danger who writes again is heard now, not after the first turn's full answer."""
     user = make_coachee("in-danger")
-    session = services.session_start(user_id=user.pk)
-    crisis = services.turn_accept(
+    session = sessions.session_start(user_id=user.pk)
+    crisis = accept.turn_accept(
         session_id=session.pk, user_id=user.pk, client_id="a", text="I want to end my life", one_turn_at_a_time=True
     )
     assert Turn.objects.get(pk=crisis.turn_id).escalation == "crisis"
-    again = services.turn_accept(
+    again = accept.turn_accept(
         session_id=session.pk, user_id=user.pk, client_id="b", text="I am scared", one_turn_at_a_time=True
     )
     assert again.created
     # The new turn is an ordinary one: the next message waits for it.
-    with pytest.raises(services.TurnRunningError):
-        services.turn_accept(session_id=session.pk, user_id=user.pk, client_id="c", text="ok", one_turn_at_a_time=True)
+    with pytest.raises(accept.TurnRunningError):
+        accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id="c", text="ok", one_turn_at_a_time=True)

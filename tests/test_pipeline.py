@@ -15,11 +15,10 @@ from django.conf import settings as django_settings
 from django.db import connections
 from django.utils import timezone
 
-from agents import blackboard, dispatch, pipeline, services, turn_cache
-from agents.llm import structured
 from agents.llm.client import Completion
 from agents.llm.errors import LLMOutputError, LLMPermanentError, LLMTransientError
 from agents.llm.simulator import SimulatorServer
+from agents.memory import blackboard
 from agents.models import (
     AgentConfig,
     AgentRun,
@@ -30,7 +29,10 @@ from agents.models import (
     Turn,
     TurnStatus,
 )
-from agents.schemas import CriticOutput, ShadowOutput, SynthOutput
+from agents.pipeline import steps
+from agents.roles import structured, turn_setup
+from agents.roles.schemas import CriticOutput, ShadowOutput, SynthOutput
+from agents.turns import accept, dispatch, finish, sessions
 from tests.conftest import CLEAN_CRITIC, make_coachee
 
 pytestmark = pytest.mark.timeout(60)
@@ -249,8 +251,8 @@ def shadow_script(turn: Turn) -> dict[str, Any]:
 
 def test_shadow_step_is_idempotent(turn: Turn, sim: SimulatorServer) -> None:
     sim.configure(agents={"shadow": {"script": [shadow_script(turn)]}})
-    assert pipeline.shadow_step(turn_id=turn.pk) == RunStatus.SUCCEEDED
-    assert pipeline.shadow_step(turn_id=turn.pk) == RunStatus.SUCCEEDED
+    assert steps.shadow_step(turn_id=turn.pk) == RunStatus.SUCCEEDED
+    assert steps.shadow_step(turn_id=turn.pk) == RunStatus.SUCCEEDED
 
     runs = AgentRun.objects.filter(turn=turn, agent="shadow")
     assert runs.count() == 1
@@ -274,7 +276,7 @@ def test_a_run_left_running_by_a_dead_delivery_is_run_again_in_the_same_row(turn
     # A worker killed mid-call leaves its run RUNNING; the redelivered task takes it over.
     stale = AgentRun.objects.create(turn=turn, agent="shadow", round=1, prompt_values={"stale": "yes"})
     sim.configure(agents={"shadow": {"script": [shadow_script(turn)]}})
-    assert pipeline.shadow_step(turn_id=turn.pk) == RunStatus.SUCCEEDED
+    assert steps.shadow_step(turn_id=turn.pk) == RunStatus.SUCCEEDED
 
     run = AgentRun.objects.get(turn=turn, agent="shadow")
     assert run.pk == stale.pk
@@ -289,7 +291,7 @@ def test_shadow_is_only_offered_the_turns_coachee_messages(turn: Turn, sim: Simu
     bad = shadow_script(turn)
     bad["stated_goals"][0]["evidence"] = [turn.user_message_id + 1000]
     sim.configure(agents={"shadow": {"script": [bad], "repeat_last": True}})
-    assert pipeline.shadow_step(turn_id=turn.pk) == RunStatus.FAILED
+    assert steps.shadow_step(turn_id=turn.pk) == RunStatus.FAILED
     run = AgentRun.objects.get(turn=turn, agent="shadow")
     assert run.attempts == 2
     assert run.error.startswith("llm_bad_output")
@@ -303,10 +305,10 @@ def test_concurrent_blackboard_writes_keep_both_turns_findings(
 ) -> None:
     monkeypatch.setattr(dispatch, "turn_pipeline_start", lambda turn_id: None)
     user = make_coachee()
-    session = services.session_start(user_id=user.pk)
+    session = sessions.session_start(user_id=user.pk)
     first, second = (
-        pipeline.load_turn(
-            services.turn_accept(session_id=session.pk, user_id=user.pk, client_id=f"c-{i}", text=f"Try {i}").turn_id
+        steps.load_turn(
+            accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id=f"c-{i}", text=f"Try {i}").turn_id
         )
         for i in (1, 2)
     )
@@ -323,7 +325,7 @@ def test_concurrent_blackboard_writes_keep_both_turns_findings(
     def write(turn: Turn) -> None:
         try:
             found = ShadowOutput.model_validate(shadow_script(turn))
-            pipeline.blackboard_write(turn=turn, shadow=found, run=AgentRun(turn=turn, agent="shadow"))
+            steps.blackboard_write(turn=turn, shadow=found, run=AgentRun(turn=turn, agent="shadow"))
         finally:
             if turn.pk == second.pk:
                 second_committed.set()
@@ -343,8 +345,8 @@ def test_concurrent_blackboard_writes_keep_both_turns_findings(
 
 def test_a_disabled_agent_fails_without_a_call(turn: Turn, sim: SimulatorServer) -> None:
     AgentConfig.objects.filter(agent="persona").update(enabled=False)
-    turn_cache.clear()  # the step runs in a worker, which reads the setup after the change
-    assert pipeline.specialist_step(turn_id=turn.pk, agent="persona") == RunStatus.FAILED
+    turn_setup.clear()  # the step runs in a worker, which reads the setup after the change
+    assert steps.specialist_step(turn_id=turn.pk, agent="persona") == RunStatus.FAILED
     run = AgentRun.objects.get(turn=turn, agent="persona")
     assert run.error == "agent is disabled"
     assert run.attempts == 0
@@ -353,14 +355,14 @@ def test_a_disabled_agent_fails_without_a_call(turn: Turn, sim: SimulatorServer)
 
 def test_a_step_for_a_finished_turn_is_skipped(turn: Turn, sim: SimulatorServer) -> None:
     Turn.objects.filter(pk=turn.pk).update(status=TurnStatus.STOPPED)
-    assert pipeline.shadow_step(turn_id=turn.pk) == "skipped"
-    assert pipeline.specialist_step(turn_id=turn.pk, agent="persona") == "skipped"
+    assert steps.shadow_step(turn_id=turn.pk) == "skipped"
+    assert steps.specialist_step(turn_id=turn.pk, agent="persona") == "skipped"
     assert sim.calls() == []
 
 
 def test_invalid_json_from_a_specialist_is_repaired(turn: Turn, sim: SimulatorServer) -> None:
     sim.configure(agents={"persona": {"fault": "invalid_json", "fault_times": 1}})
-    assert pipeline.specialist_step(turn_id=turn.pk, agent="persona") == RunStatus.SUCCEEDED
+    assert steps.specialist_step(turn_id=turn.pk, agent="persona") == RunStatus.SUCCEEDED
     run = AgentRun.objects.get(turn=turn, agent="persona")
     assert run.status == RunStatus.SUCCEEDED
     assert run.attempts == 2
@@ -381,7 +383,7 @@ def test_an_answer_cut_off_by_the_token_limit_is_sampled_again_with_repeats_pena
 ) -> None:
     # A cut-off answer is a model looping: shown its loop in a repair prompt, it loops again.
     sim.configure(agents={"persona": {"fault": "truncated_json", "fault_times": 1}})
-    assert pipeline.specialist_step(turn_id=turn.pk, agent="persona") == RunStatus.SUCCEEDED
+    assert steps.specialist_step(turn_id=turn.pk, agent="persona") == RunStatus.SUCCEEDED
     run = AgentRun.objects.get(turn=turn, agent="persona")
     assert run.attempts == 2
     assert run.validation_errors == ["attempt 1: the reply was cut off by the token limit"]
@@ -395,7 +397,7 @@ def test_an_answer_cut_off_by_the_token_limit_is_sampled_again_with_repeats_pena
 def test_a_transient_fault_is_retried_within_the_step(turn: Turn, sim: SimulatorServer, settings: Any) -> None:
     settings.COACHING_LLM_RETRY_BACKOFF_S = 0.001
     sim.configure(agents={"stability": {"fault": "http_500", "fault_times": 2}})
-    assert pipeline.specialist_step(turn_id=turn.pk, agent="stability") == RunStatus.SUCCEEDED
+    assert steps.specialist_step(turn_id=turn.pk, agent="stability") == RunStatus.SUCCEEDED
     run = AgentRun.objects.get(turn=turn, agent="stability")
     assert run.attempts == 3
     assert run.validation_errors == []
@@ -404,7 +406,7 @@ def test_a_transient_fault_is_retried_within_the_step(turn: Turn, sim: Simulator
 
 def test_a_permanent_fault_fails_the_agent_at_once(turn: Turn, sim: SimulatorServer) -> None:
     sim.configure(agents={"plasticity": {"fault": "http_400"}})
-    assert pipeline.specialist_step(turn_id=turn.pk, agent="plasticity") == RunStatus.FAILED
+    assert steps.specialist_step(turn_id=turn.pk, agent="plasticity") == RunStatus.FAILED
     run = AgentRun.objects.get(turn=turn, agent="plasticity")
     assert run.status == RunStatus.FAILED
     assert run.error.startswith("llm_misconfigured")
@@ -414,7 +416,7 @@ def test_a_permanent_fault_fails_the_agent_at_once(turn: Turn, sim: SimulatorSer
 
 def test_a_failed_run_counts_the_call_that_failed(turn: Turn, sim: SimulatorServer) -> None:
     sim.configure(agents={"plasticity": {"fault": "http_400"}})
-    pipeline.specialist_step(turn_id=turn.pk, agent="plasticity")
+    steps.specialist_step(turn_id=turn.pk, agent="plasticity")
     assert len(sim.calls(agent="plasticity")) == 1
     assert AgentRun.objects.get(turn=turn, agent="plasticity").attempts == 1
 
@@ -422,7 +424,7 @@ def test_a_failed_run_counts_the_call_that_failed(turn: Turn, sim: SimulatorServ
 def test_a_run_that_ran_out_of_retries_counts_every_call(turn: Turn, sim: SimulatorServer, settings: Any) -> None:
     settings.COACHING_LLM_RETRY_BACKOFF_S = 0.001
     sim.configure(agents={"persona": {"fault": "http_500"}})
-    assert pipeline.specialist_step(turn_id=turn.pk, agent="persona") == RunStatus.FAILED
+    assert steps.specialist_step(turn_id=turn.pk, agent="persona") == RunStatus.FAILED
     calls = len(sim.calls(agent="persona"))
     assert calls == django_settings.COACHING_LLM_MAX_RETRIES + 1
     assert AgentRun.objects.get(turn=turn, agent="persona").attempts == calls
@@ -439,7 +441,7 @@ def test_synth_step_delivers_once(turn: Turn, sim: SimulatorServer, monkeypatch:
     sim.configure(
         agents={"synth": {"script": [synth_script()]}, "critic": {"script": [CLEAN_CRITIC], "repeat_last": True}}
     )
-    assert pipeline.synth_step(turn_id=turn.pk) == "delivered"
+    assert steps.synth_step(turn_id=turn.pk) == "delivered"
     turn.refresh_from_db()
     assert turn.status == TurnStatus.DONE
     assert [m.text for m in synth_messages(turn)] == [REPLY]
@@ -451,10 +453,10 @@ def test_synth_step_delivers_once(turn: Turn, sim: SimulatorServer, monkeypatch:
     assert calls_after_first == 2  # one synth, one critic
 
     # A redelivered task for a finished turn does nothing.
-    assert pipeline.synth_step(turn_id=turn.pk) == "skipped"
+    assert steps.synth_step(turn_id=turn.pk) == "skipped"
     # One that loaded the turn while it was still running finds it delivered: stale.
-    monkeypatch.setattr(pipeline.turn_cache, "running_turn", lambda turn_id, load: load(turn_id))
-    assert pipeline.synth_step(turn_id=turn.pk) == "stale"
+    monkeypatch.setattr(steps.turn_setup, "running_turn", lambda turn_id, load: load(turn_id))
+    assert steps.synth_step(turn_id=turn.pk) == "stale"
 
     assert [m.text for m in synth_messages(turn)] == [REPLY]
     assert len(sim.calls()) == calls_after_first
@@ -474,13 +476,13 @@ def test_a_critic_that_objects_twice_leads_to_the_fallback_reply(turn: Turn, sim
             "critic": {"script": [CRITIC_OBJECTS], "repeat_last": True},
         }
     )
-    assert pipeline.specialist_step(turn_id=turn.pk, agent="stability") == RunStatus.SUCCEEDED
-    assert pipeline.synth_step(turn_id=turn.pk) == "delivered"
+    assert steps.specialist_step(turn_id=turn.pk, agent="stability") == RunStatus.SUCCEEDED
+    assert steps.synth_step(turn_id=turn.pk) == "delivered"
 
     turn.refresh_from_db()
     assert turn.brief is not None
     assert turn.brief["blocked_moves"] == [BLOCKED]
-    assert [m.text for m in synth_messages(turn)] == [services.FALLBACK_REPLY]
+    assert [m.text for m in synth_messages(turn)] == [finish.FALLBACK_REPLY]
     assert turn.status == TurnStatus.DONE
     assert turn.flagged is True
     assert turn.flag_reason == f"quality gate: uses blocked move {BLOCKED}"
@@ -503,8 +505,8 @@ def test_a_second_round_that_passes_is_delivered(turn: Turn, sim: SimulatorServe
             "critic": {"script": [CRITIC_OBJECTS, CLEAN_CRITIC]},
         }
     )
-    pipeline.specialist_step(turn_id=turn.pk, agent="stability")
-    assert pipeline.synth_step(turn_id=turn.pk) == "delivered"
+    steps.specialist_step(turn_id=turn.pk, agent="stability")
+    assert steps.synth_step(turn_id=turn.pk) == "delivered"
     turn.refresh_from_db()
     assert [m.text for m in synth_messages(turn)] == [REPLY]
     assert turn.critic_result is not None
@@ -514,13 +516,13 @@ def test_a_second_round_that_passes_is_delivered(turn: Turn, sim: SimulatorServe
     assert turn.flag_reason == f"quality gate: uses blocked move {BLOCKED}"
 
 
-def gate(turn: Turn, synth: SynthOutput, blocked: list[str]) -> pipeline.GateVerdict:
-    return pipeline.critic_gate(
+def gate(turn: Turn, synth: SynthOutput, blocked: list[str]) -> steps.GateVerdict:
+    return steps.critic_gate(
         turn=turn,
-        shared=pipeline.turn_shared_context(turn),
+        shared=steps.turn_shared_context(turn),
         synth=synth,
         brief={"blocked_moves": blocked},
-        catalog=turn_cache.move_catalog(),
+        catalog=turn_setup.move_catalog(),
         round=1,
     )
 
@@ -540,7 +542,7 @@ def test_the_gate_catches_a_declared_blocked_move_even_when_the_critic_approves(
 def test_the_gate_passes_a_clean_reply(turn: Turn, sim: SimulatorServer) -> None:
     sim.configure(agents={"critic": {"script": [CLEAN_CRITIC]}})
     verdict = gate(turn, SynthOutput.model_validate(synth_script(moves=["tiny_next_step"])), [BLOCKED])
-    assert verdict == pipeline.GateVerdict(passed=True, violations=[], critic_ok=True)
+    assert verdict == steps.GateVerdict(passed=True, violations=[], critic_ok=True)
 
 
 def test_the_gate_reports_unsafe_content(turn: Turn, sim: SimulatorServer) -> None:
@@ -554,20 +556,20 @@ def test_the_gate_reports_unsafe_content(turn: Turn, sim: SimulatorServer) -> No
 def test_without_a_critic_the_gate_fails_closed_when_moves_are_blocked(turn: Turn, sim: SimulatorServer) -> None:
     sim.configure(agents={"critic": {"fault": "http_400"}})
     verdict = gate(turn, SynthOutput.model_validate(synth_script()), [BLOCKED])
-    assert verdict == pipeline.GateVerdict(passed=False, violations=[], critic_ok=False)
+    assert verdict == steps.GateVerdict(passed=False, violations=[], critic_ok=False)
 
 
 def test_without_a_critic_the_gate_passes_when_nothing_is_blocked(turn: Turn, sim: SimulatorServer) -> None:
     sim.configure(agents={"critic": {"fault": "http_400"}})
     verdict = gate(turn, SynthOutput.model_validate(synth_script()), [])
-    assert verdict == pipeline.GateVerdict(passed=True, violations=[], critic_ok=False)
+    assert verdict == steps.GateVerdict(passed=True, violations=[], critic_ok=False)
 
 
 def test_shadow_output_round_trips_through_the_run(turn: Turn, sim: SimulatorServer) -> None:
     # What a redelivered step reads back is what was validated the first time.
     sim.configure(agents={"shadow": {"script": [shadow_script(turn)]}})
-    pipeline.shadow_step(turn_id=turn.pk)
-    output = pipeline.output_as(pipeline.succeeded_outputs(turn), "shadow", ShadowOutput)
+    steps.shadow_step(turn_id=turn.pk)
+    output = steps.output_as(steps.succeeded_outputs(turn), "shadow", ShadowOutput)
     assert output is not None
     assert output.pattern_class == "procrastination"
     assert output.stated_goals[0].evidence == [turn.user_message_id]
@@ -577,13 +579,13 @@ def test_shadow_output_round_trips_through_the_run(turn: Turn, sim: SimulatorSer
 
 
 def test_a_run_replays_with_another_prompt_on_its_stored_inputs(turn: Turn, sim: SimulatorServer) -> None:
-    pipeline.shadow_step(turn_id=turn.pk)
-    assert pipeline.specialist_step(turn_id=turn.pk, agent="plasticity") == RunStatus.SUCCEEDED
+    steps.shadow_step(turn_id=turn.pk)
+    assert steps.specialist_step(turn_id=turn.pk, agent="plasticity") == RunStatus.SUCCEEDED
     original = AgentRun.objects.get(turn=turn, agent="plasticity")
     stored = (original.raw_output, original.parsed_output, original.prompt_version_id)
     first_call = sim.calls(agent="plasticity")[-1]
 
-    result = pipeline.agent_run_replay(run=original, prompt_body="A draft: suggest moves.\n${moves}")
+    result = steps.agent_run_replay(run=original, prompt_body="A draft: suggest moves.\n${moves}")
 
     assert result.valid
     assert result.answer.output is not None
@@ -596,11 +598,11 @@ def test_a_run_replays_with_another_prompt_on_its_stored_inputs(turn: Turn, sim:
 
 
 def test_a_replay_reports_invalid_output_without_storing_it(turn: Turn, sim: SimulatorServer) -> None:
-    pipeline.shadow_step(turn_id=turn.pk)
-    pipeline.specialist_step(turn_id=turn.pk, agent="persona")
+    steps.shadow_step(turn_id=turn.pk)
+    steps.specialist_step(turn_id=turn.pk, agent="persona")
     run = AgentRun.objects.get(turn=turn, agent="persona")
     sim.configure(agents={"persona": {"fault": "invalid_json"}})
-    result = pipeline.agent_run_replay(run=run, prompt_body="Say anything.")
+    result = steps.agent_run_replay(run=run, prompt_body="Say anything.")
     assert not result.valid
     assert result.answer.errors
     run.refresh_from_db()
@@ -614,26 +616,26 @@ def test_a_turn_whose_agents_cannot_be_queued_gets_the_fallback_at_once(
         raise ConnectionError("broker unreachable")
 
     monkeypatch.setattr(dispatch, "turn_pipeline_start", broker_down)
-    services.pipeline_start(turn_id=turn.pk)
+    accept.pipeline_start(turn_id=turn.pk)
 
     turn.refresh_from_db()
     assert turn.status == TurnStatus.DONE
     assert turn.degraded
     assert turn.flagged
     assert turn.synth_message is not None
-    assert turn.synth_message.text == services.FALLBACK_REPLY
+    assert turn.synth_message.text == finish.FALLBACK_REPLY
 
 
 def test_the_sweeper_ends_turns_left_running_past_their_deadline(turn: Turn) -> None:
     # The process holding this turn's watchdogs died: nothing else would ever end it.
     user, session = turn.session.coachee, turn.session
-    current = services.turn_accept(session_id=session.pk, user_id=user.pk, client_id="c-2", text="Still there?")
-    Turn.objects.filter(pk=turn.pk).update(deadline_at=timezone.now() - timedelta(seconds=services.OVERDUE_GRACE_S + 1))
+    current = accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id="c-2", text="Still there?")
+    Turn.objects.filter(pk=turn.pk).update(deadline_at=timezone.now() - timedelta(seconds=finish.OVERDUE_GRACE_S + 1))
 
-    assert services.overdue_turns_expire() == 1
+    assert finish.overdue_turns_expire() == 1
 
     turn.refresh_from_db()
     assert turn.status == TurnStatus.DONE
     assert turn.flag_reason == "deadline passed"
     assert Turn.objects.get(pk=current.turn_id).status == TurnStatus.RUNNING  # within its deadline
-    assert services.overdue_turns_expire() == 0
+    assert finish.overdue_turns_expire() == 0

@@ -8,9 +8,11 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from agents import dispatch, pipeline, predictions, services
 from agents.llm.simulator import SimulatorServer
+from agents.memory import predictions
 from agents.models import Prediction, PredictionStatus, SessionStatus, Turn
+from agents.pipeline import steps
+from agents.turns import accept, dispatch, sessions
 from tests.conftest import make_coachee, point_agents_at
 
 pytestmark = pytest.mark.usefixtures("seeded")
@@ -42,8 +44,8 @@ def shadow(*, commitment: str, pct: int, resolutions: list[dict[str, Any]] | Non
 
 
 def turn_in_new_session(user: Any, text: str) -> Turn:
-    session = services.session_start(user_id=user.pk)
-    accepted = services.turn_accept(session_id=session.pk, user_id=user.pk, client_id="c", text=text)
+    session = sessions.session_start(user_id=user.pk)
+    accepted = accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id="c", text=text)
     return Turn.objects.get(pk=accepted.turn_id)
 
 
@@ -55,7 +57,7 @@ def test_a_prediction_is_recorded_then_resolved_by_a_later_session_and_scored(si
     user = make_coachee()
     first = turn_in_new_session(user, "I'll stretch every evening.")
     simulated.configure(agents={"shadow": {"script": [shadow(commitment="Stretch every evening", pct=70)]}})
-    pipeline.shadow_step(turn_id=first.pk)
+    steps.shadow_step(turn_id=first.pk)
     row = Prediction.objects.get(turn=first)
     assert (row.probability, row.horizon_days, row.status) == (0.7, 5, PredictionStatus.OPEN)
     assert (row.due_at - row.made_at).days == 5
@@ -71,7 +73,7 @@ def test_a_prediction_is_recorded_then_resolved_by_a_later_session_and_scored(si
     simulated.configure(
         agents={"shadow": {"script": [shadow(commitment="Keep stretching", pct=80, resolutions=resolve)]}}
     )
-    pipeline.shadow_step(turn_id=later.pk)
+    steps.shadow_step(turn_id=later.pk)
 
     row.refresh_from_db()
     assert row.status == PredictionStatus.RESOLVED
@@ -89,8 +91,8 @@ def test_predictions_of_the_same_session_are_not_offered_for_resolution(simulate
     user = make_coachee()
     first = turn_in_new_session(user, "I'll walk.")
     simulated.configure(agents={"shadow": {"script": [shadow(commitment="Walk", pct=50)]}})
-    pipeline.shadow_step(turn_id=first.pk)
-    accepted = services.turn_accept(session_id=first.session_id, user_id=user.pk, client_id="d", text="And?")
+    steps.shadow_step(turn_id=first.pk)
+    accepted = accept.turn_accept(session_id=first.session_id, user_id=user.pk, client_id="d", text="And?")
     assert predictions.open_for_resolution(turn=Turn.objects.get(pk=accepted.turn_id)) == []
 
 
@@ -101,7 +103,7 @@ def test_a_resolution_of_an_unknown_prediction_is_refused_by_the_schema(simulate
     simulated.configure(
         agents={"shadow": {"script": [shadow(commitment="Walk", pct=50, resolutions=bogus)], "repeat_last": True}}
     )
-    assert pipeline.shadow_step(turn_id=turn.pk) == "failed"
+    assert steps.shadow_step(turn_id=turn.pk) == "failed"
     assert not Prediction.objects.filter(status=PredictionStatus.RESOLVED).exists()
 
 

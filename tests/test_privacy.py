@@ -15,8 +15,10 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from agents import blackboard, dispatch, privacy, services
+from agents import privacy
+from agents.memory import blackboard
 from agents.models import AccountDeletion, AgentRun, BlackboardVersion, CoachingSession, Message, Turn
+from agents.turns import accept, dispatch, limits, sessions
 from tests.conftest import make_coachee
 from tests.test_views import shadow_findings
 
@@ -26,8 +28,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def coachee_with_history(canary: str, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setattr(dispatch, "turn_pipeline_start", lambda turn_id: None)
     user = make_coachee(f"canary-{uuid.uuid4().hex[:6]}")
-    session = services.session_start(user_id=user.pk)
-    accepted = services.turn_accept(
+    session = sessions.session_start(user_id=user.pk)
+    accepted = accept.turn_accept(
         session_id=session.pk, user_id=user.pk, client_id="c1", text=f"My secret is {canary}, please keep it."
     )
     turn = Turn.objects.get(pk=accepted.turn_id)
@@ -60,7 +62,7 @@ def test_deletion_removes_the_data_from_postgresql_and_redis(seeded_tx: None, mo
     user = coachee_with_history(canary, monkeypatch)
     user.set_password("delete-me-pass-1")
     user.save()
-    assert services.socket_open_allowed(user_id=user.pk, socket_id="tab-1")  # leaves a per-user key in Redis
+    assert limits.socket_open_allowed(user_id=user.pk, socket_id="tab-1")  # leaves a per-user key in Redis
     client = Client()
     client.force_login(user)
 

@@ -24,8 +24,8 @@ import redis
 from asgiref.sync import sync_to_async
 
 from agents.models import AgentRun, CoachingSession, Message, Role, Turn, TurnStatus
-from agents.schemas import SERVER_EVENTS
-from agents.services import session_start
+from agents.roles.schemas import SERVER_EVENTS
+from agents.turns.sessions import session_start
 from tests.conftest import (
     OUTPUT_DIR,
     ROOT,

@@ -1,6 +1,6 @@
 """Operators' services (agents/prompt_ops.py) and the configuration checks: drafts and their
 placeholders, activation and rollback, diffs, replays of a draft on stored runs through the
-real pipeline.agent_run_replay against the simulated server, and the endpoint connection test."""
+real pipeline.steps.agent_run_replay against the simulated server, and the endpoint connection test."""
 
 from __future__ import annotations
 
@@ -16,11 +16,13 @@ from django.core.checks import Error
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
-from agents import dispatch, pipeline, prompt_ops, services
+from agents import prompt_ops
 from agents.checks import agents_configured
-from agents.context import SharedContext, agent_messages
 from agents.llm.simulator import SimulatorServer, messages_sha
+from agents.memory.context import SharedContext, agent_messages
 from agents.models import Agent, AgentConfig, AgentRun, ModelEndpoint, PromptStatus, PromptVersion, RunStatus, Turn
+from agents.pipeline import steps
+from agents.turns import accept, dispatch, sessions
 from tests.conftest import free_port, make_coachee, point_agents_at
 
 pytestmark = pytest.mark.timeout(90)
@@ -63,10 +65,10 @@ def stored_turn(username: str, *, agent: str = "plasticity", text: str = "I keep
     """A coachee's turn with Shadow and one specialist run on the simulator; returns the run.
     The Celery canvas is not started (callers patch dispatch.turn_pipeline_start)."""
     user = get_user_model().objects.filter(username=username).first() or make_coachee(username)
-    session = services.session_start(user_id=user.pk)
-    accepted = services.turn_accept(session_id=session.pk, user_id=user.pk, client_id=f"c-{time.time_ns()}", text=text)
-    pipeline.shadow_step(turn_id=accepted.turn_id)
-    assert pipeline.specialist_step(turn_id=accepted.turn_id, agent=agent) == RunStatus.SUCCEEDED
+    session = sessions.session_start(user_id=user.pk)
+    accepted = accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id=f"c-{time.time_ns()}", text=text)
+    steps.shadow_step(turn_id=accepted.turn_id)
+    assert steps.specialist_step(turn_id=accepted.turn_id, agent=agent) == RunStatus.SUCCEEDED
     return AgentRun.objects.select_related("turn", "prompt_version").get(turn_id=accepted.turn_id, agent=agent)
 
 
@@ -88,9 +90,7 @@ def snapshot(run: AgentRun) -> tuple[Any, ...]:
 def sent_sha(run: AgentRun, body: str) -> str:
     """What a call with `body` on this run's stored inputs sends, as the simulator logs it."""
     shared = SharedContext(text=run.turn.shared_prompt, tokens=0, message_ids=[])
-    return messages_sha(
-        agent_messages(shared, pipeline.instructions_for(body, run.prompt_values, run.extra_instructions))
-    )
+    return messages_sha(agent_messages(shared, steps.instructions_for(body, run.prompt_values, run.extra_instructions)))
 
 
 @pytest.fixture
@@ -435,8 +435,8 @@ def test_replay_candidates_are_finished_runs_with_stored_inputs(on_sim: Simulato
 def test_a_replay_with_model_calls_switched_off_reports_it(seeded: None, operator: Any, settings: Any) -> None:
     settings.COACHING_LLM_ALLOW_REQUESTS = False
     user = make_coachee()
-    session = services.session_start(user_id=user.pk)
-    accepted = services.turn_accept(session_id=session.pk, user_id=user.pk, client_id="c-1", text="Hello")
+    session = sessions.session_start(user_id=user.pk)
+    accepted = accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id="c-1", text="Hello")
     Turn.objects.filter(pk=accepted.turn_id).update(shared_prompt="(shared)")
     run = AgentRun.objects.create(turn_id=accepted.turn_id, agent="shadow", status=RunStatus.FAILED)
     draft = prompt_ops.prompt_draft_create(agent="shadow", body="Observe.", user=operator)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from agents import quality
-from agents.context import BRIEFING
+from agents.memory.context import BRIEFING
 from agents.prompts import default_prompt
-from agents.quality import BlockedMove, Expectations, memory_findings, reply_findings
+from agents.safety import quality
+from agents.safety.quality import BlockedMove, Expectations, memory_findings, reply_findings
 
 COACH_PROMPT = default_prompt("coach")[0].replace("${blocked_moves}", "none")
 SYNTH_PROMPT = default_prompt("synth")[0]

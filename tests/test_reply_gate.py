@@ -9,11 +9,14 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
-from agents import blackboard, dispatch, pipeline, reply_gate, services, turn_cache
 from agents.llm.schema import AGENT_PRIORITY, BACKGROUND_PRIORITY, extra_body_for
 from agents.llm.simulator import SimulatorServer
+from agents.memory import blackboard
 from agents.models import AgentRun, BlackboardVersion, Message, MessageStatus, ModelEndpoint, QualityFinding, Role, Turn
-from agents.services import session_start
+from agents.pipeline import reply_gate, steps
+from agents.roles import turn_setup
+from agents.turns import accept, dispatch, finish, sessions
+from agents.turns.sessions import session_start
 from tests.conftest import CLEAN_CRITIC, ChatClient, LiveStack, login_cookie, make_coachee
 
 pytestmark = pytest.mark.timeout(120)
@@ -46,9 +49,9 @@ def script_synth(sim: SimulatorServer, *replies: str) -> None:
 
 def test_junk_twice_gives_the_fallback_and_flags_the_turn(turn: Turn, sim: SimulatorServer) -> None:
     script_synth(sim, META_JUNK, JSON_JUNK)
-    assert pipeline.synth_step(turn_id=turn.pk) == "delivered"
+    assert steps.synth_step(turn_id=turn.pk) == "delivered"
     turn.refresh_from_db()
-    assert synth_replies(turn) == [services.FALLBACK_REPLY]
+    assert synth_replies(turn) == [finish.FALLBACK_REPLY]
     assert turn.flagged
     assert turn.flag_reason.startswith("quality gate: ")
     assert turn.degraded
@@ -63,7 +66,7 @@ def test_junk_twice_gives_the_fallback_and_flags_the_turn(turn: Turn, sim: Simul
 
 def test_junk_then_a_good_reply_delivers_the_good_one(turn: Turn, sim: SimulatorServer) -> None:
     script_synth(sim, META_JUNK, GOOD)
-    assert pipeline.synth_step(turn_id=turn.pk) == "delivered"
+    assert steps.synth_step(turn_id=turn.pk) == "delivered"
     turn.refresh_from_db()
     assert synth_replies(turn) == [GOOD]
     result = turn.critic_result or {}
@@ -76,8 +79,8 @@ def test_a_reply_that_echoes_its_prompt_is_not_delivered(turn: Turn, sim: Simula
     # A line of Synth's own instructions, as the small model echoed them in the trial.
     prompt_line = "Moves you must not use with this coachee right now: none. Write the full reply now."
     script_synth(sim, prompt_line + " " + prompt_line)
-    pipeline.synth_step(turn_id=turn.pk)
-    assert synth_replies(turn) == [services.FALLBACK_REPLY]
+    steps.synth_step(turn_id=turn.pk)
+    assert synth_replies(turn) == [finish.FALLBACK_REPLY]
 
 
 @pytest.mark.django_db
@@ -88,13 +91,13 @@ def test_the_fallback_is_in_the_coachees_language(seeded: None, sim: SimulatorSe
     point_agents_at(sim.base_url)
     sim.configure(default={"ttft_ms": 0, "tokens_per_s": 0})
     user = make_coachee()
-    session = services.session_start(user_id=user.pk)
+    session = sessions.session_start(user_id=user.pk)
     text = "Ich wollte diese Woche dreimal laufen gehen, aber die Arbeit kommt mir ständig dazwischen."
-    accepted = services.turn_accept(session_id=session.pk, user_id=user.pk, client_id="de-1", text=text)
-    turn = pipeline.load_turn(accepted.turn_id)
+    accepted = accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id="de-1", text=text)
+    turn = steps.load_turn(accepted.turn_id)
     script_synth(sim, GOOD)  # English to a German coachee: wrong language, twice
-    pipeline.synth_step(turn_id=turn.pk)
-    assert synth_replies(turn) == [services.FALLBACK_REPLIES["de"]]
+    steps.synth_step(turn_id=turn.pk)
+    assert synth_replies(turn) == [finish.FALLBACK_REPLIES["de"]]
     assert QualityFinding.objects.filter(turn=turn, check_name="language").count() == 2
 
 
@@ -112,11 +115,11 @@ def test_the_deadlines_fallback_and_the_withdrawn_notice_are_in_the_coachees_lan
     # that replaces a withdrawn Coach reply.
     monkeypatch.setattr(dispatch, "turn_pipeline_start", lambda turn_id: None)
     user = make_coachee()
-    session = services.session_start(user_id=user.pk)
-    accepted = services.turn_accept(session_id=session.pk, user_id=user.pk, client_id="c-1", text=text)
-    assert services.turn_fallback(turn_id=accepted.turn_id, reason="deadline passed", missing=["synth"])
+    session = sessions.session_start(user_id=user.pk)
+    accepted = accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id="c-1", text=text)
+    assert finish.turn_fallback(turn_id=accepted.turn_id, reason="deadline passed", missing=["synth"])
     turn = Turn.objects.get(pk=accepted.turn_id)
-    assert synth_replies(turn) == [services.FALLBACK_REPLIES[language]]
+    assert synth_replies(turn) == [finish.FALLBACK_REPLIES[language]]
     assert reply_gate.withdrawn_notice(frozenset({language})) == reply_gate.WITHDRAWN_NOTICES[language]
     assert reply_gate.withdrawn_notice(frozenset()) == reply_gate.WITHDRAWN_NOTICE  # unknown: English
 
@@ -241,9 +244,9 @@ async def test_a_held_coach_reply_using_a_blocked_move_never_reaches_the_coachee
 @pytest.mark.django_db
 def test_priority_scheduling_endpoints_get_coach_first(turn: Turn, sim: SimulatorServer) -> None:
     ModelEndpoint.objects.filter(name="test").update(priority_scheduling=True)
-    turn_cache.clear()  # the turn's setup was read before the change
+    turn_setup.clear()  # the turn's setup was read before the change
     script_synth(sim, GOOD)
-    pipeline.synth_step(turn_id=turn.pk)
+    steps.synth_step(turn_id=turn.pk)
     assert [c["priority"] for c in sim.calls(agent="synth")] == [AGENT_PRIORITY["synth"]]
 
 
@@ -265,7 +268,7 @@ def test_a_blackboard_write_that_echoes_markup_or_the_system_is_refused(turn: Tu
     sim.configure(
         agents={"shadow": {"script": [shadow_with(["Run three times a week", junk_goal], "The JSON says: {json}")]}}
     )
-    assert pipeline.shadow_step(turn_id=turn.pk) == "succeeded"
+    assert steps.shadow_step(turn_id=turn.pk) == "succeeded"
     data = BlackboardVersion.objects.get(source_turn=turn).data
     assert [g["text"] for g in data["stated_goals"]] == ["Run three times a week"]
     assert data["predictions"] == []  # the commitment was junk
@@ -277,7 +280,7 @@ def test_a_blackboard_write_that_echoes_markup_or_the_system_is_refused(turn: Tu
 
 def test_an_unclear_pattern_is_not_remembered(turn: Turn, sim: SimulatorServer) -> None:
     sim.configure(agents={"shadow": {"script": [shadow_with(["Sleep before midnight"], "Bed by 23:30", "unclear")]}})
-    pipeline.shadow_step(turn_id=turn.pk)
+    steps.shadow_step(turn_id=turn.pk)
     data = BlackboardVersion.objects.get(source_turn=turn).data
     assert data["patterns"] == []
     assert [p["commitment"] for p in data["predictions"]] == ["Bed by 23:30"]

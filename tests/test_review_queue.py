@@ -12,9 +12,11 @@ from django.core.exceptions import PermissionDenied
 from django.test import Client
 from django.urls import reverse
 
-from agents import dispatch, pipeline, selectors, services, services_feedback
+from agents import selectors
 from agents.llm.simulator import SimulatorServer
 from agents.models import AnswerFeedback, PromptVersion, QualityFinding, Turn
+from agents.pipeline import steps
+from agents.turns import accept, dispatch, feedback, sessions
 from tests.conftest import CLEAN_CRITIC, make_coachee, point_agents_at
 from tests.test_admin_coach import logged_in, make_coach, make_operator
 
@@ -43,12 +45,12 @@ def run(seeded: None, sim: SimulatorServer, monkeypatch: pytest.MonkeyPatch) -> 
     sim.configure(default={"ttft_ms": 0, "tokens_per_s": 0})
     coachee = make_coachee("quinn")
     coach = make_coach("coach_q", coachees=[coachee])
-    session = services.session_start(user_id=coachee.pk)
+    session = sessions.session_start(user_id=coachee.pk)
 
     def turn(text: str, *replies: str, critic: list[dict[str, Any]] | None = None) -> Turn:
         # Turns of a run, one after another: the previous one ended before this one starts.
         Turn.objects.filter(session=session).update(status="done")
-        accepted = services.turn_accept(
+        accepted = accept.turn_accept(
             session_id=session.pk, user_id=coachee.pk, client_id=f"c{Turn.objects.count()}", text=text
         )
         if replies:
@@ -58,7 +60,7 @@ def run(seeded: None, sim: SimulatorServer, monkeypatch: pytest.MonkeyPatch) -> 
                     "critic": {"script": critic or [CLEAN_CRITIC], "repeat_last": True},
                 }
             )
-            pipeline.synth_step(turn_id=accepted.turn_id)
+            steps.synth_step(turn_id=accepted.turn_id)
         return Turn.objects.get(pk=accepted.turn_id)
 
     turn.coachee = coachee  # type: ignore[attr-defined]
@@ -108,17 +110,17 @@ def test_a_thumbs_down_puts_the_turn_in_the_queue_with_the_coachees_words(run: A
     disliked = run("I did not run.", GOOD)
     for turn, rating in ((liked, 1), (disliked, -1)):
         assert turn.synth_message_id is not None
-        services_feedback.answer_feedback_set(
+        feedback.answer_feedback_set(
             user_id=run.coachee.pk, message_id=turn.synth_message_id, rating=rating, comment="Too generic."
         )
     listed, html = queued(logged_in(run.coach), "feedback")
     assert listed == [disliked.pk]
     assert "Thumbs down from the coachee: “Too generic.”" in html
     # Counted per prompt version of the Synth run that wrote the answer.
-    feedback = AnswerFeedback.objects.get(turn=disliked)
-    assert feedback.prompt_version is not None
-    assert feedback.prompt_version.agent == "synth"
-    counted = selectors.with_feedback_counts(PromptVersion.objects.filter(pk=feedback.prompt_version.pk)).get()
+    given = AnswerFeedback.objects.get(turn=disliked)
+    assert given.prompt_version is not None
+    assert given.prompt_version.agent == "synth"
+    counted = selectors.with_feedback_counts(PromptVersion.objects.filter(pk=given.prompt_version.pk)).get()
     assert (counted.thumbs_up, counted.thumbs_down) == (1, 1)  # type: ignore[attr-defined]  # annotations
     # Operators read the count on the prompt versions list.
     operator = logged_in(make_operator("olga"))
@@ -131,9 +133,9 @@ def test_a_coachee_rates_only_their_own_full_answers(run: Any) -> None:
     other = make_coachee("mallory")
     assert turn.synth_message_id is not None
     with pytest.raises(PermissionDenied, match="not a full answer of yours"):
-        services_feedback.answer_feedback_set(user_id=other.pk, message_id=turn.synth_message_id, rating=-1)
+        feedback.answer_feedback_set(user_id=other.pk, message_id=turn.synth_message_id, rating=-1)
     with pytest.raises(PermissionDenied, match="not a full answer of yours"):
-        services_feedback.answer_feedback_set(user_id=run.coachee.pk, message_id=turn.user_message_id, rating=-1)
+        feedback.answer_feedback_set(user_id=run.coachee.pk, message_id=turn.user_message_id, rating=-1)
     assert not AnswerFeedback.objects.exists()
 
 

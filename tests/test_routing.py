@@ -19,7 +19,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from agents import coach, dispatch, pipeline, services
+from agents.chat import coach
 from agents.llm import breaker, embedded, limits
 from agents.llm.routing import cache_salt_for
 from agents.llm.schema import extra_body_for
@@ -37,7 +37,9 @@ from agents.models import (
     Turn,
     TurnStatus,
 )
-from agents.services import session_start
+from agents.pipeline import steps
+from agents.turns import accept, dispatch
+from agents.turns.sessions import session_start
 from tests.conftest import (
     CLEAN_CRITIC,
     OUTPUT_DIR,
@@ -302,8 +304,8 @@ def two_endpoints(
 def new_turn(username: str) -> Turn:
     user = make_coachee(username)
     session = session_start(user_id=user.pk)
-    accepted = services.turn_accept(session_id=session.pk, user_id=user.pk, client_id="c-1", text="I skip my runs.")
-    return pipeline.load_turn(accepted.turn_id)
+    accepted = accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id="c-1", text="I skip my runs.")
+    return steps.load_turn(accepted.turn_id)
 
 
 def test_shadow_falls_back_when_its_primary_fails_and_records_it(
@@ -311,7 +313,7 @@ def test_shadow_falls_back_when_its_primary_fails_and_records_it(
 ) -> None:
     settings.COACHING_LLM_MAX_RETRIES = 0
     sim.configure(agents={"shadow": {"fault": "http_500"}})
-    pipeline.shadow_step(turn_id=two_endpoints.pk)
+    steps.shadow_step(turn_id=two_endpoints.pk)
     run = AgentRun.objects.get(turn=two_endpoints, agent=Agent.SHADOW)
     assert run.status == RunStatus.SUCCEEDED, run.error
     assert run.endpoint is not None
@@ -332,7 +334,7 @@ def test_an_open_breaker_sends_the_call_straight_to_the_fallback(
     circuit = breaker.for_endpoint("primary")
     for _ in range(settings.COACHING_LLM_BREAKER_THRESHOLD):
         circuit.record_failure()
-    pipeline.shadow_step(turn_id=two_endpoints.pk)
+    steps.shadow_step(turn_id=two_endpoints.pk)
     run = AgentRun.objects.get(turn=two_endpoints, agent=Agent.SHADOW)
     assert run.status == RunStatus.SUCCEEDED
     assert run.endpoint is not None
@@ -345,7 +347,7 @@ def test_an_agent_without_fallbacks_fails_as_before(two_endpoints: Turn, sim: Si
     AgentFallback.objects.all().delete()
     turn = new_turn("coachee-2")  # a turn keeps the setup it started with
     sim.configure(agents={"shadow": {"fault": "http_500"}})
-    pipeline.shadow_step(turn_id=turn.pk)
+    steps.shadow_step(turn_id=turn.pk)
     run = AgentRun.objects.get(turn=turn, agent=Agent.SHADOW)
     assert run.status == RunStatus.FAILED
     assert run.fallback_from is None
@@ -609,9 +611,9 @@ def test_synth_is_told_that_coachs_reply_was_cut_off(two_endpoints: Turn) -> Non
     )
     Turn.objects.filter(pk=two_endpoints.pk).update(coach_message=message)
     cut_off = "You could start with (cut off here: the model failed mid-reply)"
-    assert pipeline.coach_reply_text(two_endpoints.pk) == cut_off
+    assert steps.coach_reply_text(two_endpoints.pk) == cut_off
     Message.objects.filter(pk=message.pk).update(status=MessageStatus.COMPLETE)
-    assert pipeline.coach_reply_text(two_endpoints.pk) == "You could start with"
+    assert steps.coach_reply_text(two_endpoints.pk) == "You could start with"
 
 
 def test_the_embedded_vllm_endpoint_is_limited_to_what_the_server_batches() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agents import safety
 from agents.models import CrisisPattern
+from agents.safety import pregate
 
 pytestmark = pytest.mark.django_db
 
@@ -39,26 +39,26 @@ NOT_CRISIS = [
 
 @pytest.mark.parametrize("text", CRISIS)
 def test_crisis_language_is_recognised(seeded: None, text: str) -> None:
-    assert safety.pregate(text) is not None
+    assert pregate.pregate(text) is not None
 
 
 @pytest.mark.parametrize("text", NOT_CRISIS)
 def test_everyday_language_is_not_flagged(seeded: None, text: str) -> None:
-    assert safety.pregate(text) is None
+    assert pregate.pregate(text) is None
 
 
 def test_inactive_and_broken_patterns_are_skipped(seeded: None) -> None:
     CrisisPattern.objects.update(active=False)
-    assert safety.pregate("I want to kill myself") is None
+    assert pregate.pregate("I want to kill myself") is None
     CrisisPattern.objects.create(locale="en", pattern="(unclosed", active=True)
     row = CrisisPattern.objects.create(locale="en", pattern=r"\bpurple elephant\b", active=True)
-    assert safety.pregate("a purple elephant") == safety.CrisisMatch("en", r"\bpurple elephant\b", row.pk, "suicide")
+    assert pregate.pregate("a purple elephant") == pregate.CrisisMatch("en", r"\bpurple elephant\b", row.pk, "suicide")
 
 
 def test_the_reply_follows_the_sessions_language() -> None:
-    assert "112" in safety.crisis_reply("de-AT")
-    assert safety.crisis_reply("xx") == safety.CRISIS_REPLIES["en"]
-    assert set(safety.CRISIS_REPLIES) == set(safety.ABUSE_REPLIES) == set(safety.CARD_TEXTS)
-    assert {"en", "ru", "de", "pt", "fr", "es"} <= set(safety.CRISIS_REPLIES)
-    for reply in (*safety.CRISIS_REPLIES.values(), *safety.ABUSE_REPLIES.values()):
+    assert "112" in pregate.crisis_reply("de-AT")
+    assert pregate.crisis_reply("xx") == pregate.CRISIS_REPLIES["en"]
+    assert set(pregate.CRISIS_REPLIES) == set(pregate.ABUSE_REPLIES) == set(pregate.CARD_TEXTS)
+    assert {"en", "ru", "de", "pt", "fr", "es"} <= set(pregate.CRISIS_REPLIES)
+    for reply in (*pregate.CRISIS_REPLIES.values(), *pregate.ABUSE_REPLIES.values()):
         assert any(word in reply for word in ("AI", "IA", "KI", "ИИ"))

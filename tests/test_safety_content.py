@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from agents import pipeline, safety, services
 from agents.llm.simulator import SimulatorServer
 from agents.models import Turn
-from agents.schemas import SynthOutput
+from agents.pipeline import steps
+from agents.roles.schemas import SynthOutput
+from agents.safety import pregate
+from agents.turns import finish
 from tests.conftest import CLEAN_CRITIC
 from tests.test_pipeline import gate, synth_messages, synth_script
 
@@ -60,20 +62,20 @@ SAFE = [
     "Sou um coach de IA.",
     "Я человек простой, как и вы, люблю планировать неделю.",
     "That deadline sounds like it is killing your evenings. What could you drop?",
-    services.FALLBACK_REPLY,
-    *safety.CRISIS_REPLIES.values(),
-    *safety.ABUSE_REPLIES.values(),
+    finish.FALLBACK_REPLY,
+    *pregate.CRISIS_REPLIES.values(),
+    *pregate.ABUSE_REPLIES.values(),
 ]
 
 
 @pytest.mark.parametrize(("text", "kind"), UNSAFE)
 def test_unsafe_content_is_recognised(text: str, kind: str) -> None:
-    assert kind in safety.unsafe_content(text)
+    assert kind in pregate.unsafe_content(text)
 
 
 @pytest.mark.parametrize("text", SAFE)
 def test_ordinary_coaching_replies_and_the_fixed_replies_are_clean(text: str) -> None:
-    assert safety.unsafe_content(text) == []
+    assert pregate.unsafe_content(text) == []
 
 
 def test_the_gate_fails_unsafe_text_even_when_the_critic_approves(turn: Turn, sim: SimulatorServer) -> None:
@@ -88,7 +90,7 @@ def test_the_gate_fails_unsafe_text_when_the_critic_is_down(turn: Turn, sim: Sim
     # Without a critic and with nothing blocked, the gate used to pass anything.
     sim.configure(agents={"critic": {"fault": "http_400"}})
     verdict = gate(turn, SynthOutput.model_validate(synth_script("I am a licensed psychologist.")), [])
-    assert verdict == pipeline.GateVerdict(
+    assert verdict == steps.GateVerdict(
         passed=False, violations=["contains claims to be human (safety check)"], critic_ok=False
     )
 
@@ -100,8 +102,8 @@ def test_unsafe_text_twice_ends_in_the_fallback_reply(turn: Turn, sim: Simulator
             "critic": {"script": [CLEAN_CRITIC], "repeat_last": True},
         }
     )
-    assert pipeline.synth_step(turn_id=turn.pk) == "delivered"
+    assert steps.synth_step(turn_id=turn.pk) == "delivered"
     turn.refresh_from_db()
-    assert [m.text for m in synth_messages(turn)] == [services.FALLBACK_REPLY]
+    assert [m.text for m in synth_messages(turn)] == [finish.FALLBACK_REPLY]
     assert turn.flagged is True
     assert "diagnosis" in turn.flag_reason

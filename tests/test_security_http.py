@@ -16,7 +16,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from agents import services
+from agents.turns import sessions
 from tests.conftest import LiveStack, login_cookie, make_coachee
 from tests.test_admin_coach import build_conversation, make_coach
 
@@ -167,7 +167,7 @@ def test_generated_input_over_every_page_and_admin_text_field_never_gets_a_500(s
     root = get_user_model().objects.create_superuser("root", password="pw-for-tests-1")
     coachee = make_coachee("fuzzed")
     build_conversation("zq_fuzz_coachee", "ZQFUZZ", coach=make_coach("fuzz_coach"))
-    session = services.session_start(user_id=coachee.pk)
+    session = sessions.session_start(user_id=coachee.pk)
     statuses: dict[int, int] = {}
     failures: list[str] = []
 

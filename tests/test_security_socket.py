@@ -19,11 +19,11 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Origin
 
-from agents import services
-from agents.consumers import ChatConsumer
+from agents.chat.consumers import ChatConsumer
+from agents.chat.ws_guard import CLOSE_NOT_FOUND, CLOSE_ORIGIN_REFUSED, origin_allowed
 from agents.models import Message
-from agents.services import session_start
-from agents.ws_guard import CLOSE_NOT_FOUND, CLOSE_ORIGIN_REFUSED, origin_allowed
+from agents.turns import limits
+from agents.turns.sessions import session_start
 from tests.conftest import ChatClient, LiveStack, login_cookie, make_coachee
 
 pytestmark = [
@@ -110,7 +110,7 @@ async def test_unstorable_text_gets_an_error_and_nothing_leaks(live_stack: LiveS
             assert (await client.next_event(10))["type"] == "pong"
     assert await sync_to_async(Message.objects.filter(session=session).count)() == 0
     await asyncio.sleep(0.5)
-    assert await sync_to_async(services.sockets_open)(user_id=user.pk) == 0
+    assert await sync_to_async(limits.sockets_open)(user_id=user.pk) == 0
     # Control characters other than NUL are stored as sent.
     async with ChatClient(live_stack, session, cookie) as client:
         await client.send({"type": "user.message", "client_id": "ok", "text": "tab\there \x01\x7f"})
@@ -140,7 +140,7 @@ async def test_a_frame_over_the_servers_maximum_gets_a_1009_close_with_a_reason(
     assert code == 1009
     assert "exceeds payload limit" in reason
     await asyncio.sleep(0.5)
-    assert await sync_to_async(services.sockets_open)(user_id=user.pk) == 0
+    assert await sync_to_async(limits.sockets_open)(user_id=user.pk) == 0
 
 
 # --- The socket count: released whatever ends a socket, or expired within a lease ---------------
@@ -159,23 +159,23 @@ async def test_a_crashed_consumer_gives_its_socket_back(seeded_tx: None, monkeyp
     comm.scope["url_route"] = {"kwargs": {"session_id": session.pk}}
     connected, _ = await comm.connect()
     assert connected
-    assert await sync_to_async(services.sockets_open)(user_id=user.pk) == 1
+    assert await sync_to_async(limits.sockets_open)(user_id=user.pk) == 1
     await comm.send_input({"type": "pong.for_test"})  # a group event whose handler raises
     with pytest.raises(RuntimeError, match="a handler bug"):
         await comm.wait(timeout=5)
-    assert await sync_to_async(services.sockets_open)(user_id=user.pk) == 0
+    assert await sync_to_async(limits.sockets_open)(user_id=user.pk) == 0
 
 
 def test_a_lease_nobody_renews_expires_within_a_minute(seeded: None, monkeypatch: pytest.MonkeyPatch) -> None:
     user = make_coachee()
     limit = settings.COACHING_MAX_SOCKETS_PER_USER
-    assert all(services.socket_open_allowed(user_id=user.pk, socket_id=f"dead-{i}") for i in range(limit))
-    assert not services.socket_open_allowed(user_id=user.pk, socket_id="one-more")
-    now = services.time.time()
-    monkeypatch.setattr(services.time, "time", lambda: now + services.SOCKET_LEASE_S + 1)
-    assert services.sockets_open(user_id=user.pk) == 0
-    assert services.socket_open_allowed(user_id=user.pk, socket_id="fresh")
-    assert services.SOCKET_LEASE_S <= 60
+    assert all(limits.socket_open_allowed(user_id=user.pk, socket_id=f"dead-{i}") for i in range(limit))
+    assert not limits.socket_open_allowed(user_id=user.pk, socket_id="one-more")
+    now = limits.time.time()
+    monkeypatch.setattr(limits.time, "time", lambda: now + limits.SOCKET_LEASE_S + 1)
+    assert limits.sockets_open(user_id=user.pk) == 0
+    assert limits.socket_open_allowed(user_id=user.pk, socket_id="fresh")
+    assert limits.SOCKET_LEASE_S <= 60
 
 
 # --- Generated input over every text field of the socket ----------------------------------------
@@ -230,6 +230,6 @@ async def test_generated_input_over_every_socket_field_crashes_nothing_and_leaks
     assert "error:server_error" not in outcomes
     assert await sync_to_async(Message.objects.filter(session=session).count)() == 0
     await asyncio.sleep(0.5)
-    assert await sync_to_async(services.sockets_open)(user_id=user.pk) == 0
+    assert await sync_to_async(limits.sockets_open)(user_id=user.pk) == 0
     log_after = live_stack.logs[1].read_text(errors="replace").count("Exception inside application")
     assert log_after == log_before

@@ -6,17 +6,17 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from agents import services, services_sessions
 from agents.models import CoachingSession, Message, Role
+from agents.turns import accept, sessions
 from tests.test_views import logged_in
 
 pytestmark = pytest.mark.django_db
 
 
 def session_with(user_id: int, *texts: str) -> CoachingSession:
-    session = services.session_start(user_id=user_id)
+    session = sessions.session_start(user_id=user_id)
     for n, text in enumerate(texts):
-        services.turn_accept(session_id=session.pk, user_id=user_id, client_id=f"s{session.pk}-{n}", text=text)
+        accept.turn_accept(session_id=session.pk, user_id=user_id, client_id=f"s{session.pk}-{n}", text=text)
     return session
 
 
@@ -24,7 +24,7 @@ def test_a_session_is_named_after_its_first_words_until_renamed(seeded: None) ->
     client, user = logged_in()
     long_first = "I keep putting off the hard conversation with my manager about the project deadline"
     session = session_with(user.pk, long_first, "Second thought")
-    empty = services.session_start(user_id=user.pk)
+    empty = sessions.session_start(user_id=user.pk)
     page = client.get(reverse("chat-session", args=[session.pk])).content.decode()
     title = "I keep putting off the hard conversation with my manager…"  # cut at a word
     assert f'<h1 id="chat-title" class="chat-title">{title}</h1>' in page
@@ -37,7 +37,7 @@ def test_a_session_is_named_after_its_first_words_until_renamed(seeded: None) ->
     assert "<td>Talking to my manager</td>" in listing
     # An empty title goes back to the first words.
     client.post(reverse("session-title", args=[session.pk]), {"title": ""})
-    assert services_sessions.session_title(CoachingSession.objects.get(pk=session.pk)).startswith("I keep putting")
+    assert sessions.session_title(CoachingSession.objects.get(pk=session.pk)).startswith("I keep putting")
 
 
 def test_nobody_renames_another_coachees_session(seeded: None) -> None:
@@ -55,15 +55,15 @@ def test_search_finds_words_in_ones_own_conversations_only(seeded: None) -> None
     older = session_with(user.pk, "Running is hard in winter")
     newer = session_with(user.pk, "Work again", "My marathon plan slipped")
     session_with(other.pk, "My marathon secret")
-    services_sessions.session_title_set(session_id=older.pk, user_id=user.pk, title="Winter marathon")
+    sessions.session_title_set(session_id=older.pk, user_id=user.pk, title="Winter marathon")
     Message.objects.create(session=newer, seq=99, role=Role.SYNTH, text="A marathon needs rest days too.")
 
-    hits = services_sessions.session_search(user_id=user.pk, query="MARATHON")
+    hits = sessions.session_search(user_id=user.pk, query="MARATHON")
     found = [(h.session.pk, h.who, h.message_seq is None) for h in hits]
     assert (older.pk, "", True) in found  # the title
     assert [(s, who) for s, who, title in found if not title] == [(newer.pk, "You"), (newer.pk, "Full answer")]
     assert all(h.session.coachee_id == user.pk for h in hits)
-    assert services_sessions.session_search(user_id=user.pk, query="m") == []  # too short to mean anything
+    assert sessions.session_search(user_id=user.pk, query="m") == []  # too short to mean anything
 
     html = client.get(reverse("session-list"), {"q": "marathon"}).content.decode()
     assert "3 matches for “marathon”" in html
@@ -74,8 +74,8 @@ def test_search_finds_words_in_ones_own_conversations_only(seeded: None) -> None
 
 def test_snippets_show_the_words_around_the_match() -> None:
     text = "word " * 80 + "the needle is here " + "tail " * 80
-    cut = services_sessions.snippet(text, "needle")
+    cut = sessions.snippet(text, "needle")
     assert "the needle is here" in cut
     assert cut.startswith("…")
     assert cut.endswith("…")
-    assert len(cut) <= services_sessions.SNIPPET_CHARS + 2
+    assert len(cut) <= sessions.SNIPPET_CHARS + 2

@@ -12,9 +12,10 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from agents import pipeline, services
 from agents.models import AgentRun, Turn
 from agents.observability import tracing
+from agents.pipeline import steps
+from agents.turns import finish
 
 CANARY_WORDS = "I keep skipping my runs."  # the conftest turn's message
 
@@ -48,7 +49,7 @@ def test_tracing_is_off_without_an_endpoint(settings: Any) -> None:
 
 
 def test_an_agent_run_and_its_model_call_join_the_turns_trace(turn: Turn, spans: InMemorySpanExporter) -> None:
-    assert pipeline.shadow_step(turn_id=turn.pk) == "succeeded"
+    assert steps.shadow_step(turn_id=turn.pk) == "succeeded"
     found = by_name(spans)
     (agent,) = found["invoke_agent shadow"]
     (chat,) = found["chat sim-model"]
@@ -81,7 +82,7 @@ def test_an_agent_run_and_its_model_call_join_the_turns_trace(turn: Turn, spans:
 
 def test_message_text_only_when_an_operator_turns_it_on(turn: Turn, spans: InMemorySpanExporter, settings: Any) -> None:
     settings.COACHING_TRACE_CONTENT = True
-    pipeline.shadow_step(turn_id=turn.pk)
+    steps.shadow_step(turn_id=turn.pk)
     (chat,) = by_name(spans)["chat sim-model"]
     assert CANARY_WORDS in attrs(chat)["gen_ai.input.messages"]
     assert "gen_ai.output.messages" in attrs(chat)
@@ -91,7 +92,7 @@ def test_the_turn_is_an_invoke_workflow_span_with_the_derived_ids(
     turn: Turn, spans: InMemorySpanExporter, django_capture_on_commit_callbacks: Any
 ) -> None:
     with django_capture_on_commit_callbacks(execute=True):
-        assert services.turn_finish(turn_id=turn.pk, reply="One small step.", fallback=False, degraded=False)
+        assert finish.turn_finish(turn_id=turn.pk, reply="One small step.", fallback=False, degraded=False)
     (workflow,) = by_name(spans)["invoke_workflow coaching_turn"]
     trace_id, span_id = tracing.turn_trace_ids(turn.pk)
     assert workflow.context is not None

@@ -14,8 +14,8 @@ from django.conf import settings
 
 from agents import tasks
 from agents.models import AgentRun, Conflict, Message, RunStatus, SessionEvent, Turn, TurnStatus
-from agents.schemas import SERVER_EVENTS
-from agents.services import session_start
+from agents.roles.schemas import SERVER_EVENTS
+from agents.turns.sessions import session_start
 from tests.conftest import ChatClient, LiveStack, login_cookie, make_coachee, point_agents_at
 
 pytestmark = [

@@ -10,9 +10,10 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from agents import blackboard, dispatch, services
+from agents.memory import blackboard
 from agents.models import BlackboardVersion, CoachingSession, SessionEvent, SessionStatus
-from agents.schemas import EvidencedItem, FollowThroughPrediction, ShadowOutput
+from agents.roles.schemas import EvidencedItem, FollowThroughPrediction, ShadowOutput
+from agents.turns import accept, crisis, dispatch, event_log, sessions
 from tests.conftest import make_coachee
 
 pytestmark = pytest.mark.django_db
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def closed_sockets(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     closed: list[int] = []
-    monkeypatch.setattr(services, "user_sockets_close", lambda *, user_id, code=4001: closed.append(user_id))
+    monkeypatch.setattr(event_log, "user_sockets_close", lambda *, user_id, code=4001: closed.append(user_id))
     return closed
 
 
@@ -79,8 +80,8 @@ def test_password_change_closes_the_users_sockets(seeded: None, closed_sockets: 
 def test_session_list_shows_first_words(seeded: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(dispatch, "turn_pipeline_start", lambda turn_id: None)
     client, user = logged_in()
-    session = services.session_start(user_id=user.pk)
-    services.turn_accept(session_id=session.pk, user_id=user.pk, client_id="a", text="I want to sleep earlier")
+    session = sessions.session_start(user_id=user.pk)
+    accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id="a", text="I want to sleep earlier")
     response = client.get(reverse("session-list"))
     assert b"I want to sleep earlier" in response.content
     assert b"Continue" in response.content
@@ -88,19 +89,19 @@ def test_session_list_shows_first_words(seeded: None, monkeypatch: pytest.Monkey
 
 def test_ending_a_session_announces_it_and_refuses_new_messages(seeded: None) -> None:
     client, user = logged_in()
-    session = services.session_start(user_id=user.pk)
+    session = sessions.session_start(user_id=user.pk)
     response = client.post(reverse("session-end", args=[session.pk]))
     assert response.status_code == 302
     session.refresh_from_db()
     assert session.status == SessionStatus.ENDED
     assert SessionEvent.objects.filter(session=session, type="session.ended").count() == 1
-    with pytest.raises(services.SessionClosedError):
-        services.turn_accept(session_id=session.pk, user_id=user.pk, client_id="late", text="hello?")
+    with pytest.raises(accept.SessionClosedError):
+        accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id="late", text="hello?")
 
 
 def test_another_coachees_session_is_not_found(seeded: None) -> None:
     _, owner = logged_in("owner")
-    session = services.session_start(user_id=owner.pk)
+    session = sessions.session_start(user_id=owner.pk)
     intruder, _ = logged_in("intruder")
     assert intruder.get(reverse("chat-session", args=[session.pk])).status_code == 404
     assert intruder.post(reverse("session-end", args=[session.pk])).status_code == 404
@@ -158,20 +159,20 @@ def test_memory_page_cannot_touch_another_coachees_items(seeded: None) -> None:
 
 def test_crisis_resources_fall_back_to_language_then_the_international_ones(seeded: None) -> None:
     # Seeded by migrations 0004 and 0018.
-    assert services.crisis_resources_for("de-AT")[0]["contact"] == "112"
-    unknown = services.crisis_resources_for("xx")
+    assert crisis.crisis_resources_for("de-AT")[0]["contact"] == "112"
+    unknown = crisis.crisis_resources_for("xx")
     assert any("findahelpline.com" in r["url"] for r in unknown)
     assert "emergency" in unknown[0]["description"].lower()
-    assert any(r["contact"] == "188" for r in services.crisis_resources_for("pt-BR"))  # CVV, Brazil
-    assert not any(r["contact"] == "188" for r in services.crisis_resources_for("pt"))  # Portugal
-    assert any("112" in r["contact"] for r in services.crisis_resources_for("ru"))
+    assert any(r["contact"] == "188" for r in crisis.crisis_resources_for("pt-BR"))  # CVV, Brazil
+    assert not any(r["contact"] == "188" for r in crisis.crisis_resources_for("pt"))  # Portugal
+    assert any("112" in r["contact"] for r in crisis.crisis_resources_for("ru"))
 
 
 def test_abuse_resources_come_first_for_abuse(seeded: None) -> None:
     for locale, line in [("de", "116 016"), ("fr", "3919"), ("es", "016"), ("pt-BR", "180"), ("ru", "8-800-7000-600")]:
-        resources = services.crisis_resources_for(locale, "abuse")
+        resources = crisis.crisis_resources_for(locale, "abuse")
         assert resources[0]["contact"] == line, locale
-        assert all(r["contact"] != line for r in services.crisis_resources_for(locale)), locale
+        assert all(r["contact"] != line for r in crisis.crisis_resources_for(locale)), locale
 
 
 def test_every_seeded_resource_names_its_public_source(seeded: None) -> None:
@@ -182,14 +183,14 @@ def test_every_seeded_resource_names_its_public_source(seeded: None) -> None:
 
 def test_the_session_locale_is_the_account_setting_else_the_browsers(seeded: None) -> None:
     user = get_user_model().objects.create_user(username="polyglot", password="pw-for-tests-1")
-    assert services.preferred_locale(user_id=user.pk, accept_language="pt-br,pt;q=0.9,en;q=0.8") == "pt-BR"
-    assert services.preferred_locale(user_id=user.pk, accept_language="it-IT,ru;q=0.5") == "ru"
-    assert services.preferred_locale(user_id=user.pk, accept_language="it-IT") == "it-IT"
-    assert services.preferred_locale(user_id=user.pk, accept_language="") == services.UNKNOWN_LOCALE
+    assert sessions.preferred_locale(user_id=user.pk, accept_language="pt-br,pt;q=0.9,en;q=0.8") == "pt-BR"
+    assert sessions.preferred_locale(user_id=user.pk, accept_language="it-IT,ru;q=0.5") == "ru"
+    assert sessions.preferred_locale(user_id=user.pk, accept_language="it-IT") == "it-IT"
+    assert sessions.preferred_locale(user_id=user.pk, accept_language="") == sessions.UNKNOWN_LOCALE
     client = Client()
     client.force_login(user)
     client.post(reverse("account"), {"locale": "ru"})
-    assert services.preferred_locale(user_id=user.pk, accept_language="de") == "ru"
+    assert sessions.preferred_locale(user_id=user.pk, accept_language="de") == "ru"
     client.post(reverse("session-new"), HTTP_ACCEPT_LANGUAGE="de")
     assert CoachingSession.objects.filter(coachee=user).latest("created_at").locale == "ru"
     client.post(reverse("account"), {"locale": ""})

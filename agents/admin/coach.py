@@ -22,7 +22,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
-from agents import review, selectors, services_review, services_sessions
+from agents import review, selectors, services_review
 from agents.admin.scoping import (
     CoacheeScopedInlineMixin,
     CoacheeScopedMixin,
@@ -42,6 +42,7 @@ from agents.models import (
     Message,
     Turn,
 )
+from agents.turns import sessions
 
 QUEUE_PAGE = 50
 
@@ -293,7 +294,7 @@ class CoachingSessionAdmin(ExportCsvMixin, admin.ModelAdmin):
         queue = review.review_queue(self._related_admin(Turn).get_queryset(request))
         query = request.GET.get("q", "").strip()
         # Searched within the sessions this reader may see (the same scope as every coach page).
-        sessions = selectors.with_first_words(CoachingSession.objects.filter(coachee__in=scoped_coachees(request)))
+        readable = selectors.with_first_words(CoachingSession.objects.filter(coachee__in=scoped_coachees(request)))
         turns = self._related_admin(Turn).get_queryset(request)
         mark = CoachInboxMark.objects.filter(coach_id=request.user.pk).first()
         return self._page(
@@ -304,7 +305,7 @@ class CoachingSessionAdmin(ExportCsvMixin, admin.ModelAdmin):
             inbox=review.inbox(turns, queue, mark.seen_at if mark else None),
             drawn_at=timezone.now().isoformat(),
             query=query,
-            hits=services_sessions.transcript_search(sessions=sessions, query=query) if query else None,
+            hits=sessions.transcript_search(sessions=readable, query=query) if query else None,
         )
 
     def inbox_seen_view(self, request: HttpRequest) -> HttpResponse:

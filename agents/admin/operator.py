@@ -28,10 +28,11 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from agents import predictions, prompt_ops, selectors
+from agents import prompt_ops, selectors
 from agents.admin.widgets import SafeAutocompleteMixin
 from agents.checks import base_url_problem
 from agents.llm.schema import answer_token_bound
+from agents.memory import predictions
 from agents.models import (
     Agent,
     AgentConfig,
@@ -49,7 +50,7 @@ from agents.models import (
 )
 from agents.observability import metrics, stats
 from agents.prompts import PLACEHOLDERS, placeholders_in
-from agents.schemas import OUTPUT_SCHEMAS
+from agents.roles.schemas import OUTPUT_SCHEMAS
 
 TEMPLATES = "admin/agents/"
 

@@ -74,7 +74,7 @@ FAULTS = frozenset(
 # Only these let a call consume a scripted output, so a retry after a fault gets it.
 _SCRIPT_FAULTS = frozenset({None, "truncated_json", "slow_stream"})
 # Free text and plain strings are drawn from this coaching-flavoured vocabulary: large enough
-# that random text passes the quality gate's loop checks (agents.quality), as prose does.
+# that random text passes the quality gate's loop checks (agents.safety.quality), as prose does.
 _VOCABULARY = (
     "you notice the breath and let your shoulders soften as each small step builds steady focus "
     "so keep going with calm curiosity today maybe tomorrow morning after work before dinner "

@@ -1,4 +1,4 @@
-"""The call sites that feed both metrics and traces: one line each in coach.py and services.py."""
+"""The call sites that feed both metrics and traces: one line each in chat/coach.py and the turns package."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from agents.observability import metrics, tracing
 
 if TYPE_CHECKING:
-    from agents.coach import CoachCall
+    from agents.chat.coach import CoachCall
     from agents.llm.client import StreamState
     from agents.llm.errors import LLMError
     from agents.models import Turn
@@ -42,7 +42,7 @@ def coach_ended(
 
 
 def turn_finished(*, turn: Turn, fallback: bool) -> None:
-    """The turn's full answer is delivered and committed (services.turn_finish)."""
+    """The turn's full answer is delivered and committed (turns.finish.turn_finish)."""
     if turn.finished_at is None:
         return
     metrics.turn_finished(

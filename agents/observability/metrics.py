@@ -289,7 +289,7 @@ def coach_ended(
 
 
 def turn_finished(*, started_at: float, finished_at: float, degraded: bool, fallback: bool, flagged: bool) -> None:
-    """The turn's full answer was delivered (services.turn_finish, after the commit)."""
+    """The turn's full answer was delivered (turns.finish.turn_finish, after the commit)."""
     if not enabled():
         return
     TURN_ANSWER_SECONDS.observe(max(0.0, finished_at - started_at))

