@@ -30,7 +30,7 @@ from django.test import Client
 
 from agents import dispatch, pipeline, services, throttle, turn_cache
 from agents.llm import breaker, limits
-from agents.llm.simulator import SimulatorServer
+from agents.llm.simulator.server import SimulatorServer
 from agents.models import AgentConfig, CoachingSession, ModelEndpoint, Turn
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.html import escape
 
 from agents import pipeline, privacy
-from agents.llm.simulator import SimulatorServer
+from agents.llm.simulator.server import SimulatorServer
 from agents.models import Escalation, Turn
 from tests.test_admin_coach import build_conversation, logged_in, make_coach
 from tests.test_prompt_ops import on_sim, stored_turn  # noqa: F401 (on_sim: a fixture)

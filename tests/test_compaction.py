@@ -12,7 +12,7 @@ from django.utils import timezone
 from agents import blackboard, compaction, dispatch, pipeline, services
 from agents.context import build_shared_context
 from agents.llm import structured
-from agents.llm.simulator import SimulatorServer
+from agents.llm.simulator.server import SimulatorServer
 from agents.models import (
     Agent,
     AgentRun,

@@ -11,7 +11,7 @@ from django.db import connection, transaction
 
 from agents import dispatch, services
 from agents.coach import coach_prepare, coach_record_start
-from agents.llm.simulator import SimulatorServer
+from agents.llm.simulator.server import SimulatorServer
 from agents.models import Message, Role, Turn
 from tests.conftest import make_coachee, point_agents_at
 

@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 
 from agents import dispatch, tokens
 from agents.llm import structured
-from agents.llm.simulator import SimulatorServer
+from agents.llm.simulator.server import SimulatorServer
 from agents.models import Agent, AgentConfig, AgentRun, Turn
 from agents.synthetic import (
     PINNED_BLOCKED_MOVE,

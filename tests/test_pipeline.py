@@ -19,7 +19,7 @@ from agents import blackboard, dispatch, pipeline, services, turn_cache
 from agents.llm import structured
 from agents.llm.client import Completion
 from agents.llm.errors import LLMOutputError, LLMPermanentError, LLMTransientError
-from agents.llm.simulator import SimulatorServer
+from agents.llm.simulator.server import SimulatorServer
 from agents.models import (
     AgentConfig,
     AgentRun,

@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from agents import dispatch, pipeline, predictions, services
-from agents.llm.simulator import SimulatorServer
+from agents.llm.simulator.server import SimulatorServer
 from agents.models import Prediction, PredictionStatus, SessionStatus, Turn
 from tests.conftest import make_coachee, point_agents_at
 

@@ -19,7 +19,8 @@ from django.core.management.base import SystemCheckError
 from agents import dispatch, pipeline, prompt_ops, services
 from agents.checks import agents_configured
 from agents.context import SharedContext, agent_messages
-from agents.llm.simulator import SimulatorServer, messages_sha
+from agents.llm.simulator.server import SimulatorServer
+from agents.llm.simulator.tokens import messages_sha
 from agents.models import Agent, AgentConfig, AgentRun, ModelEndpoint, PromptStatus, PromptVersion, RunStatus, Turn
 from tests.conftest import free_port, make_coachee, point_agents_at
 

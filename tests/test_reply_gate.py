@@ -11,7 +11,7 @@ from asgiref.sync import sync_to_async
 
 from agents import blackboard, dispatch, pipeline, reply_gate, services, turn_cache
 from agents.llm.schema import AGENT_PRIORITY, BACKGROUND_PRIORITY, extra_body_for
-from agents.llm.simulator import SimulatorServer
+from agents.llm.simulator.server import SimulatorServer
 from agents.models import AgentRun, BlackboardVersion, Message, MessageStatus, ModelEndpoint, QualityFinding, Role, Turn
 from agents.services import session_start
 from tests.conftest import CLEAN_CRITIC, ChatClient, LiveStack, login_cookie, make_coachee

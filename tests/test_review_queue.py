@@ -13,7 +13,7 @@ from django.test import Client
 from django.urls import reverse
 
 from agents import dispatch, pipeline, selectors, services, services_feedback
-from agents.llm.simulator import SimulatorServer
+from agents.llm.simulator.server import SimulatorServer
 from agents.models import AnswerFeedback, PromptVersion, QualityFinding, Turn
 from tests.conftest import CLEAN_CRITIC, make_coachee, point_agents_at
 from tests.test_admin_coach import logged_in, make_coach, make_operator

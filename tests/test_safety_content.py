@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from agents import pipeline, safety, services
-from agents.llm.simulator import SimulatorServer
+from agents.llm.simulator.server import SimulatorServer
 from agents.models import Turn
 from agents.schemas import SynthOutput
 from tests.conftest import CLEAN_CRITIC

@@ -11,7 +11,8 @@ from django.core.cache import cache
 
 from agents import tokens
 from agents.llm.client import EndpointSpec
-from agents.llm.simulator import SimulatorServer, tokenize
+from agents.llm.simulator.server import SimulatorServer
+from agents.llm.simulator.tokens import tokenize
 
 PROSE = "I skipped my run again this morning, because work started early and I felt tired. " * 5
 DATA = json.dumps({"stated_goals": [{"text": "Run 3x/week", "evidence": [101, 102]}], "pct": 35}) * 3

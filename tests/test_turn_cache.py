@@ -7,7 +7,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from agents import pipeline, turn_cache
-from agents.llm.simulator import SimulatorServer
+from agents.llm.simulator.server import SimulatorServer
 from agents.models import AgentRun, PromptVersion, RunStatus, Turn, TurnStatus
 
 SETUP_TABLES = ("agents_agentconfig", "agents_promptversion", "agents_coachingmove", "agents_modelendpoint")
