@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.llm.simulator import token_pieces
+from agents.llm.simulator.tokens import token_pieces
 from benchmarks.load import SentTurn
 
 SPECIALISTS = ("persona", "plasticity", "stability")

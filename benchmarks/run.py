@@ -152,7 +152,7 @@ class Bench:
     """One benchmark run: the stack, its counters, and the scenarios run on it."""
 
     def __init__(self, args: argparse.Namespace, env: BenchEnv, procs: Processes) -> None:
-        from agents.llm.simulator import SimulatorControl
+        from agents.llm.simulator.control import SimulatorControl
         from benchmarks import app, stack
         from benchmarks.counters import DbCounters
 

@@ -30,7 +30,7 @@ from django.test import Client
 
 from agents.chat import throttle
 from agents.llm import breaker, limits
-from agents.llm.simulator import SimulatorServer
+from agents.llm.simulator.server import SimulatorServer
 from agents.models import AgentConfig, CoachingSession, ModelEndpoint, Turn
 from agents.pipeline import steps
 from agents.roles import turn_setup

@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.html import escape
 
 from agents import privacy
-from agents.llm.simulator import SimulatorServer
+from agents.llm.simulator.server import SimulatorServer
 from agents.models import Escalation, Turn
 from agents.pipeline import steps
 from tests.test_admin_coach import build_conversation, logged_in, make_coach

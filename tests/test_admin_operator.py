@@ -16,7 +16,7 @@ from django.test import Client
 from django.urls import reverse
 
 from agents import prompt_ops
-from agents.llm.simulator import SimulatorServer
+from agents.llm.simulator.server import SimulatorServer
 from agents.models import (
     Agent,
     AgentConfig,

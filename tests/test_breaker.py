@@ -12,7 +12,7 @@ import pytest
 from agents.llm import breaker
 from agents.llm.client import Completion, EndpointSpec, StreamState, chat_complete, chat_stream
 from agents.llm.errors import LLMCircuitOpen, LLMOutputError, LLMPermanentError, LLMTransientError
-from agents.llm.simulator import SimulatorServer
+from agents.llm.simulator.server import SimulatorServer
 from agents.roles import structured
 
 pytestmark = pytest.mark.timeout(60)

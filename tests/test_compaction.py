@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from agents.llm.simulator import SimulatorServer
+from agents.llm.simulator.server import SimulatorServer
 from agents.memory import blackboard, compaction
 from agents.memory.context import build_shared_context
 from agents.models import (

@@ -16,7 +16,8 @@ from agents.llm.errors import (
     LLMRequestsDisabled,
     LLMTransientError,
 )
-from agents.llm.simulator import SimulatorServer, token_pieces
+from agents.llm.simulator.server import SimulatorServer
+from agents.llm.simulator.tokens import token_pieces
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -19,7 +19,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from agents.llm import breaker
-from agents.llm.simulator import FAULTS
+from agents.llm.simulator.faults import FAULTS
 from agents.models import AgentRun, CoachingSession, RunStatus, Turn, TurnStatus
 from agents.roles.schemas import OUTPUT_SCHEMAS, SERVER_EVENTS
 from agents.turns.sessions import session_start

@@ -21,7 +21,7 @@ from agents.llm.schema import (
     longest_json,
     response_format_for,
 )
-from agents.llm.simulator import SchemaFaker
+from agents.llm.simulator.faker import SchemaFaker
 from agents.roles.schemas import (
     OUTPUT_SCHEMAS,
     CriticOutput,

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection, transaction
 
 from agents.chat.coach import coach_prepare, coach_record_start
-from agents.llm.simulator import SimulatorServer
+from agents.llm.simulator.server import SimulatorServer
 from agents.models import Message, Role, Turn
 from agents.turns import accept, dispatch, event_log, sessions
 from tests.conftest import make_coachee, point_agents_at

@@ -12,7 +12,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from agents.llm.simulator import SimulatorServer
+from agents.llm.simulator.server import SimulatorServer
 from agents.memory import tokens
 from agents.models import Agent, AgentConfig, AgentRun, Turn
 from agents.roles import structured

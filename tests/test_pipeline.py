@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from agents.llm.client import Completion
 from agents.llm.errors import LLMOutputError, LLMPermanentError, LLMTransientError
-from agents.llm.simulator import SimulatorServer
+from agents.llm.simulator.server import SimulatorServer
 from agents.memory import blackboard
 from agents.models import (
     AgentConfig,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from agents.llm.simulator import SimulatorServer
+from agents.llm.simulator.server import SimulatorServer
 from agents.memory import predictions
 from agents.models import Prediction, PredictionStatus, SessionStatus, Turn
 from agents.pipeline import steps

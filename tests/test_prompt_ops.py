@@ -18,7 +18,8 @@ from django.core.management.base import SystemCheckError
 
 from agents import prompt_ops
 from agents.checks import agents_configured
-from agents.llm.simulator import SimulatorServer, messages_sha
+from agents.llm.simulator.server import SimulatorServer
+from agents.llm.simulator.tokens import messages_sha
 from agents.memory.context import SharedContext, agent_messages
 from agents.models import Agent, AgentConfig, AgentRun, ModelEndpoint, PromptStatus, PromptVersion, RunStatus, Turn
 from agents.pipeline import steps

@@ -10,7 +10,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from agents.llm.schema import AGENT_PRIORITY, BACKGROUND_PRIORITY, extra_body_for
-from agents.llm.simulator import SimulatorServer
+from agents.llm.simulator.server import SimulatorServer
 from agents.memory import blackboard
 from agents.models import AgentRun, BlackboardVersion, Message, MessageStatus, ModelEndpoint, QualityFinding, Role, Turn
 from agents.pipeline import reply_gate, steps

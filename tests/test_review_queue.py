@@ -13,7 +13,7 @@ from django.test import Client
 from django.urls import reverse
 
 from agents import selectors
-from agents.llm.simulator import SimulatorServer
+from agents.llm.simulator.server import SimulatorServer
 from agents.models import AnswerFeedback, PromptVersion, QualityFinding, Turn
 from agents.pipeline import steps
 from agents.turns import accept, dispatch, feedback, sessions

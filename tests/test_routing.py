@@ -23,7 +23,7 @@ from agents.chat import coach
 from agents.llm import breaker, embedded, limits
 from agents.llm.routing import cache_salt_for
 from agents.llm.schema import extra_body_for
-from agents.llm.simulator import SimulatorServer
+from agents.llm.simulator.server import SimulatorServer
 from agents.models import (
     Agent,
     AgentConfig,

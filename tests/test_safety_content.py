@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents.llm.simulator import SimulatorServer
+from agents.llm.simulator.server import SimulatorServer
 from agents.models import Turn
 from agents.pipeline import steps
 from agents.roles.schemas import SynthOutput

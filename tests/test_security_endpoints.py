@@ -22,7 +22,7 @@ from django.urls import reverse
 from agents import prompt_ops
 from agents.llm.client import EndpointSpec, list_models
 from agents.llm.errors import LLMPermanentError
-from agents.llm.simulator import SimulatorServer
+from agents.llm.simulator.server import SimulatorServer
 from agents.models import AgentConfig, ModelEndpoint, ReplayJob
 from tests.test_prompt_ops import (
     CANARY,

@@ -18,15 +18,10 @@ import openai
 import pytest
 from pydantic import BaseModel, Field
 
-from agents.llm.simulator import (
-    SchemaFaker,
-    SimulatorControl,
-    SimulatorServer,
-    messages_sha,
-    start_simulator_process,
-    stop_simulator_process,
-    token_pieces,
-)
+from agents.llm.simulator.control import SimulatorControl
+from agents.llm.simulator.faker import SchemaFaker
+from agents.llm.simulator.server import SimulatorServer, start_simulator_process, stop_simulator_process
+from agents.llm.simulator.tokens import messages_sha, token_pieces
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -510,7 +505,12 @@ def test_subprocess_server_with_control() -> None:
 
 
 def test_module_does_not_import_django() -> None:
-    code = "import sys, agents.llm.simulator; assert not any(m.startswith('django') for m in sys.modules)"
+    code = (
+        "import importlib, pkgutil, sys, agents.llm.simulator as sim\n"
+        "for module in pkgutil.iter_modules(sim.__path__, sim.__name__ + '.'):\n"
+        "    importlib.import_module(module.name)\n"
+        "assert not any(m.startswith('django') for m in sys.modules)"
+    )
     root = Path(__file__).resolve().parents[1]
     result = subprocess.run(
         [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=30, check=False

@@ -10,7 +10,8 @@ import pytest
 from django.core.cache import cache
 
 from agents.llm.client import EndpointSpec
-from agents.llm.simulator import SimulatorServer, tokenize
+from agents.llm.simulator.server import SimulatorServer
+from agents.llm.simulator.tokens import tokenize
 from agents.memory import tokens
 
 PROSE = "I skipped my run again this morning, because work started early and I felt tired. " * 5

@@ -6,7 +6,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from agents.llm.simulator import SimulatorServer
+from agents.llm.simulator.server import SimulatorServer
 from agents.models import AgentRun, PromptVersion, RunStatus, Turn, TurnStatus
 from agents.pipeline import steps
 from agents.roles import turn_setup

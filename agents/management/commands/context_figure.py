@@ -17,7 +17,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from agents.llm.simulator import SimulatorServer
+from agents.llm.simulator.server import SimulatorServer
 from agents.models import Agent, AgentConfig, AgentRun, ModelEndpoint
 from agents.synthetic import synthetic_coachee, turn_steps_run
 
