@@ -37,7 +37,7 @@ def fetch(url: str) -> bytes:
 @contextmanager
 def chromium_for(stack: LiveStack, *, serves: str) -> Iterator[Browser]:
     """Debian's Chromium for one test module, once the stack is known to serve the current
-    static file `serves` (a path under the repo, e.g. static/chat/chat.js)."""
+    static file `serves` (a path under the repo, e.g. static/chat/main.js)."""
     if not os.access(CHROMIUM, os.X_OK):
         pytest.fail(f"Debian's Chromium is needed at {CHROMIUM}: apt-get install chromium")
     if fetch(f"{stack.http_url}/{serves}") != (ROOT / serves).read_bytes():

@@ -29,7 +29,7 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def browser(live_stack: LiveStack) -> Iterator[Browser]:
-    with chromium_for(live_stack, serves="static/chat/chat.js") as browser:
+    with chromium_for(live_stack, serves="static/chat/main.js") as browser:
         yield browser
 
 

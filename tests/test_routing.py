@@ -556,7 +556,7 @@ async def test_coach_failing_after_its_first_token_shows_an_error_with_retry_not
         error = await client.until(lambda e: e["type"] == "error" and e.get("turn_id") is not None, timeout_s=60)
     finally:
         await client.__aexit__()
-    # The page turns an error with a turn id into a notice with Retry (static/chat/chat.js,
+    # The page turns an error with a turn id into a notice with Retry (static/chat/status.js,
     # turnTrouble); the fallback was never asked once a token had been shown.
     assert error["code"] == "llm_unavailable"
     assert error["detail"] == coach.CUT_OFF_ERROR

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.http.request import validate_host
 
-# The page was not served by this site (a cross-site WebSocket): static/chat/chat.js knows it.
+# The page was not served by this site (a cross-site WebSocket): static/chat/socket.js knows it.
 CLOSE_ORIGIN_REFUSED = 4003
 # No socket lives at this path.
 CLOSE_NOT_FOUND = 4404
