@@ -8,7 +8,8 @@ from typing import Any
 from celery import shared_task
 from django.conf import settings
 
-from agents import compaction, dispatch, pipeline, privacy, prompt_ops, services
+from agents import compaction, dispatch, pipeline, privacy, services
+from agents.operations import replay
 
 logger = logging.getLogger(__name__)
 
@@ -56,10 +57,10 @@ def expire_overdue_turns_task() -> dict[str, Any]:
     return {"expired": services.overdue_turns_expire()}
 
 
-# Its time limits come with each job (prompt_ops.replay_job_start: they grow with its runs).
+# Its time limits come with each job (operations.replay.replay_job_start: they grow with its runs).
 @shared_task(name="coaching.prompt_replay", acks_late=True)
 def prompt_replay_task(job_id: int) -> dict[str, Any]:
-    prompt_ops.replay_job_run(job_id)
+    replay.replay_job_run(job_id)
     return {"job_id": job_id}
 
 

@@ -1,6 +1,6 @@
 """Admin for operators: model endpoints, agent configs, prompt versions, the move catalog,
 crisis resources and the crisis lexicon. Declarations and thin views; the work is in
-agents/prompt_ops.py.
+agents/operations/.
 
 Prompt versions are immutable: "Edit as new draft" makes a new draft, which can be compared
 with the active version, replayed on past runs of its agent (nothing stored changes), then
@@ -28,7 +28,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from agents import predictions, prompt_ops, selectors
+from agents import predictions, selectors
 from agents.admin.widgets import SafeAutocompleteMixin
 from agents.checks import base_url_problem
 from agents.llm.schema import answer_token_bound
@@ -48,6 +48,10 @@ from agents.models import (
     ReplayJob,
 )
 from agents.observability import metrics, stats
+from agents.operations import evaluation, prompts, replay
+from agents.operations.diff import prompt_diff
+from agents.operations.endpoints import agents_sharing, endpoint_test_connection
+from agents.operations.errors import PromptOpError
 from agents.prompts import PLACEHOLDERS, placeholders_in
 from agents.schemas import OUTPUT_SCHEMAS
 
@@ -208,7 +212,7 @@ class ModelEndpointAdmin(AuditedAdmin):
     def used_by_detail(self, obj: ModelEndpoint) -> SafeString | str:
         if obj.pk is None:
             return "-"
-        configs = prompt_ops.agents_sharing(obj)
+        configs = agents_sharing(obj)
         if not configs:
             return "No agent uses this endpoint."
         links = format_html_join(
@@ -240,7 +244,7 @@ class ModelEndpointAdmin(AuditedAdmin):
         return super().change_view(request, object_id, form_url, extra)
 
     def _test_response(self, request: HttpRequest, endpoints: list[ModelEndpoint]) -> TemplateResponse:
-        results = [prompt_ops.endpoint_test_connection(e, user=request.user) for e in endpoints]
+        results = [endpoint_test_connection(e, user=request.user) for e in endpoints]
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
@@ -425,7 +429,7 @@ class AgentConfigAdmin(AuditedAdmin):
 
     @admin.display(description="Active prompt")
     def active_prompt(self, obj: AgentConfig) -> SafeString | str:
-        version = prompt_ops.active_version(obj.agent)
+        version = prompts.active_version(obj.agent)
         if version is None:
             return format_html('<strong class="errornote-inline">{}</strong>', "none (agents.E001)")
         return format_html('<a href="{}">v{}</a>', admin_url(PromptVersion, "change", version.pk), version.version)
@@ -448,7 +452,7 @@ class DraftForm(forms.Form):
 
     def clean_body(self) -> str:
         body = str(self.cleaned_data["body"]).replace("\r\n", "\n")
-        errors = prompt_ops.prompt_body_errors(self.agent, body)
+        errors = prompts.prompt_body_errors(self.agent, body)
         if errors:
             raise forms.ValidationError(errors)
         if self.base is not None and body == self.base.body:
@@ -533,7 +537,7 @@ class PromptVersionAdmin(AuditedAdmin):
     @admin.display(description="")
     def links(self, obj: PromptVersion) -> SafeString:
         items = [(admin_url(PromptVersion, "diff", obj.pk), "diff")]
-        if prompt_ops.replayable(obj.agent):
+        if replay.replayable(obj.agent):
             items.append((admin_url(PromptVersion, "replay", obj.pk), "replay"))
         if obj.status != PromptStatus.ACTIVE:
             items.append((admin_url(PromptVersion, "activate", obj.pk), "activate"))
@@ -585,7 +589,7 @@ class PromptVersionAdmin(AuditedAdmin):
                     "active": active,
                     "drafts": drafts[:3],
                     "more_drafts": max(0, len(drafts) - 3),
-                    "rollback_to": prompt_ops.rollback_target(agent),
+                    "rollback_to": prompts.rollback_target(agent),
                 }
             )
         return rows
@@ -605,16 +609,16 @@ class PromptVersionAdmin(AuditedAdmin):
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
         version = self._version(request, object_id)
-        active = prompt_ops.active_version(version.agent)
+        active = prompts.active_version(version.agent)
         extra = {
             **(extra_context or {}),
             "active": active,
-            "diff": prompt_ops.prompt_diff(active, version) if active and active.pk != version.pk else None,
-            "rollback_to": prompt_ops.rollback_target(version.agent) if version.status == PromptStatus.ACTIVE else None,
-            "replayable": prompt_ops.replayable(version.agent),
+            "diff": prompt_diff(active, version) if active and active.pk != version.pk else None,
+            "rollback_to": prompts.rollback_target(version.agent) if version.status == PromptStatus.ACTIVE else None,
+            "replayable": replay.replayable(version.agent),
             "can_change": self.can_change(request),
             "can_add": self.has_add_permission(request),
-            "warnings": prompt_ops.prompt_body_warnings(version.agent, version.body),
+            "warnings": prompts.prompt_body_warnings(version.agent, version.body),
         }
         return super().change_view(request, object_id, form_url, extra)
 
@@ -627,7 +631,7 @@ class PromptVersionAdmin(AuditedAdmin):
         agent = request.GET.get("agent", "")
         if agent in Agent.values:
             return HttpResponseRedirect(admin_url(PromptVersion, "new", agent))
-        choices = [(a, prompt_ops.active_version(a)) for a in Agent.values]
+        choices = [(a, prompts.active_version(a)) for a in Agent.values]
         return TemplateResponse(
             request,
             TEMPLATES + "promptversion/choose_agent.html",
@@ -637,7 +641,7 @@ class PromptVersionAdmin(AuditedAdmin):
     def new_draft_view(self, request: HttpRequest, agent: str) -> HttpResponse:
         if agent not in Agent.values:
             raise Http404("No such agent.")
-        active = prompt_ops.active_version(agent)
+        active = prompts.active_version(agent)
         return self._draft(request, agent, active)
 
     def edit_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
@@ -651,10 +655,10 @@ class PromptVersionAdmin(AuditedAdmin):
             form = DraftForm(request.POST, agent=agent, base=base)
             if form.is_valid():
                 try:
-                    draft = prompt_ops.prompt_draft_create(
+                    draft = prompts.prompt_draft_create(
                         agent=agent, body=form.cleaned_data["body"], user=request.user, based_on=base
                     )
-                except prompt_ops.PromptOpError as exc:
+                except PromptOpError as exc:
                     form.add_error("body", str(exc))
                 else:
                     origin = f" from v{base.version}" if base is not None else ""
@@ -663,7 +667,7 @@ class PromptVersionAdmin(AuditedAdmin):
                         f"Saved {agent} v{draft.version} as a draft{origin}. Nothing runs it yet: compare it, "
                         "replay it on past turns, then activate it.",
                     )
-                    for warning in prompt_ops.prompt_body_warnings(agent, draft.body):
+                    for warning in prompts.prompt_body_warnings(agent, draft.body):
                         messages.warning(request, f"Note: {warning}.")
                     return HttpResponseRedirect(admin_url(PromptVersion, "change", draft.pk))
         else:
@@ -686,12 +690,12 @@ class PromptVersionAdmin(AuditedAdmin):
         against_id = request.GET.get("against", "")
         against = next((v for v in others if str(v.pk) == against_id), None)
         if against is None:
-            active = prompt_ops.active_version(version.agent)
+            active = prompts.active_version(version.agent)
             if active is not None and active.pk != version.pk:
                 against = active
             else:  # the active version itself: compare with the one before it
                 against = next((v for v in others if v.version < version.version), others[0] if others else None)
-        diff = prompt_ops.prompt_diff(against, version)
+        diff = prompt_diff(against, version)
         context = self._context(
             request,
             f"{version.agent} v{version.version} compared with " + (f"v{against.version}" if against else "nothing"),
@@ -707,15 +711,15 @@ class PromptVersionAdmin(AuditedAdmin):
         version = self._version(request, object_id)
         if not self.can_change(request):
             raise PermissionDenied
-        replayable = prompt_ops.replayable(version.agent)
-        candidates = list(prompt_ops.replay_candidates(version.agent)) if replayable else []
+        replayable = replay.replayable(version.agent)
+        candidates = list(replay.replay_candidates(version.agent)) if replayable else []
         chosen = {c.pk for c in candidates[:3]}
         if request.method == "POST" and replayable:
             wanted = {int(v) for v in request.POST.getlist("runs") if v.isdigit()}
             chosen = wanted
             try:
                 job = self._replay_post(request, version, [c.pk for c in candidates if c.pk in wanted])
-            except prompt_ops.PromptOpError as exc:
+            except PromptOpError as exc:
                 messages.error(request, f"{str(exc)[:1].upper()}{str(exc)[1:]}.")
             else:
                 if job is not None:
@@ -730,8 +734,8 @@ class PromptVersionAdmin(AuditedAdmin):
             chosen=chosen,
             jobs=list(version.replay_jobs.select_related("requested_by", "evaluation_set")[:10]),
             evaluation_sets=list(EvaluationSet.objects.filter(agent=version.agent).annotate(run_total=Count("runs"))),
-            max_runs=prompt_ops.REPLAY_MAX_RUNS,
-            total_timeout_s=int(prompt_ops.REPLAY_TOTAL_TIMEOUT_S),
+            max_runs=replay.REPLAY_MAX_RUNS,
+            total_timeout_s=int(replay.REPLAY_TOTAL_TIMEOUT_S),
             endpoint=AgentConfig.objects.select_related("endpoint").filter(agent=version.agent).first(),
         )
         return TemplateResponse(request, TEMPLATES + "promptversion/replay.html", context)
@@ -740,22 +744,22 @@ class PromptVersionAdmin(AuditedAdmin):
         """The replay form's three buttons: replay the chosen runs, keep them as an evaluation set,
         or run the version on a kept set. Returns the queued job, if one was."""
         if "save_set" in request.POST:
-            kept = prompt_ops.evaluation_set_create(
+            kept = evaluation.evaluation_set_create(
                 name=request.POST.get("set_name", ""), agent=version.agent, run_ids=run_ids, user=request.user
             )
             messages.success(request, f"Kept {kept.runs.count()} runs as the evaluation set {kept.name}.")
             return None
         if request.POST.get("evaluate", "").isdigit():
             evaluation_set = get_object_or_404(EvaluationSet, pk=int(request.POST["evaluate"]), agent=version.agent)
-            return prompt_ops.evaluation_run_start(version=version, evaluation_set=evaluation_set, user=request.user)
-        return prompt_ops.replay_job_start(version=version, run_ids=run_ids, user=request.user)
+            return evaluation.evaluation_run_start(version=version, evaluation_set=evaluation_set, user=request.user)
+        return replay.replay_job_start(version=version, run_ids=run_ids, user=request.user)
 
     def replay_job_view(self, request: HttpRequest, object_id: str, job_id: int) -> HttpResponse:
         version = self._version(request, object_id)
         if not self.can_change(request):
             raise PermissionDenied
         job = get_object_or_404(version.replay_jobs.select_related("requested_by", "evaluation_set"), pk=job_id)
-        report = prompt_ops.replay_job_report(job)
+        report = replay.replay_job_report(job)
         context = self._context(
             request,
             f"Replay {version.agent} v{version.version} on past turns",
@@ -763,7 +767,7 @@ class PromptVersionAdmin(AuditedAdmin):
             version=version,
             job=job,
             report=report,
-            score=prompt_ops.replay_score(report) if job.finished else None,
+            score=evaluation.replay_score(report) if job.finished else None,
         )
         return TemplateResponse(request, TEMPLATES + "promptversion/replay_job.html", context)
 
@@ -773,9 +777,9 @@ class PromptVersionAdmin(AuditedAdmin):
             raise PermissionDenied
         if request.method == "POST":
             try:
-                previous = prompt_ops.active_version(version.agent)
-                prompt_ops.prompt_version_activate(version=version, user=request.user)
-            except prompt_ops.PromptOpError as exc:
+                previous = prompts.active_version(version.agent)
+                prompts.prompt_version_activate(version=version, user=request.user)
+            except PromptOpError as exc:
                 messages.error(request, str(exc))
             else:
                 retired = f" (v{previous.version} retired)" if previous is not None else ""
@@ -784,16 +788,16 @@ class PromptVersionAdmin(AuditedAdmin):
                     f"Activated {version.agent} v{version.version}{retired}: the next {version.agent} run uses it.",
                 )
             return HttpResponseRedirect(admin_url(PromptVersion, "change", version.pk))
-        active = prompt_ops.active_version(version.agent)
+        active = prompts.active_version(version.agent)
         context = self._context(
             request,
             f"Activate {version.agent} v{version.version}?",
             original=version,
             version=version,
             active=active,
-            diff=prompt_ops.prompt_diff(active, version),
-            errors=prompt_ops.prompt_body_errors(version.agent, version.body),
-            evaluations=prompt_ops.evaluation_rows(version, active),
+            diff=prompt_diff(active, version),
+            errors=prompts.prompt_body_errors(version.agent, version.body),
+            evaluations=evaluation.evaluation_rows(version, active),
         )
         return TemplateResponse(request, TEMPLATES + "promptversion/activate.html", context)
 
@@ -804,21 +808,21 @@ class PromptVersionAdmin(AuditedAdmin):
             raise PermissionDenied
         if request.method == "POST":
             try:
-                restored = prompt_ops.prompt_version_rollback(agent=agent, user=request.user)
-            except prompt_ops.PromptOpError as exc:
+                restored = prompts.prompt_version_rollback(agent=agent, user=request.user)
+            except PromptOpError as exc:
                 messages.error(request, str(exc))
                 return HttpResponseRedirect(admin_url(PromptVersion, "changelist"))
             messages.success(request, f"Rolled {agent} back to v{restored.version}: the next {agent} run uses it.")
             return HttpResponseRedirect(admin_url(PromptVersion, "change", restored.pk))
-        active = prompt_ops.active_version(agent)
-        target = prompt_ops.rollback_target(agent)
+        active = prompts.active_version(agent)
+        target = prompts.rollback_target(agent)
         context = self._context(
             request,
             f"Roll {agent} back" + (f" to v{target.version}?" if target else ""),
             agent=agent,
             active=active,
             target=target,
-            diff=prompt_ops.prompt_diff(active, target) if target is not None else None,
+            diff=prompt_diff(active, target) if target is not None else None,
         )
         return TemplateResponse(request, TEMPLATES + "promptversion/rollback.html", context)
 
