@@ -90,14 +90,20 @@ def last_log(obj: Any) -> LogEntry:
 def test_the_operator_admin_classes_pass_djangos_admin_checks() -> None:
     from django.contrib import admin
 
-    from agents.admin import operator
+    from agents.admin import operator, prompt_versions
 
-    mine = {cls for cls in vars(operator).values() if isinstance(cls, type) and issubclass(cls, admin.ModelAdmin)}
+    mine = {
+        cls
+        for module in (operator, prompt_versions)
+        for cls in vars(module).values()
+        if isinstance(cls, type) and issubclass(cls, admin.ModelAdmin)
+    }
     registered = {type(model_admin) for model_admin in admin.site._registry.values()}
     assert {
         operator.ModelEndpointAdmin,
         operator.AgentConfigAdmin,
-        operator.PromptVersionAdmin,
+        prompt_versions.PromptVersionAdmin,
+        prompt_versions.EvaluationSetAdmin,
         operator.CoachingMoveAdmin,
         operator.CrisisResourceAdmin,
         operator.CrisisPatternAdmin,

@@ -43,13 +43,7 @@ from agents.models import (
     Turn,
 )
 from agents.review import labels
-from agents.review.annotations import (
-    AlreadyLatestError,
-    annotation_add,
-    blackboard_revert,
-    inbox_mark_seen,
-    turns_flag,
-)
+from agents.review.annotations import AlreadyLatestError, annotation_add, blackboard_revert, inbox_mark_seen, turns_flag
 from agents.review.export import session_export_rows, turn_export_rows
 from agents.review.overview import coachee_overview, coachee_rows
 from agents.review.queue import QUEUE_REASONS, flagged_summaries, inbox, queue_rows, review_queue
