@@ -8,8 +8,9 @@ from typing import Any
 from celery import shared_task
 from django.conf import settings
 
-from agents import privacy, prompt_ops
+from agents import privacy
 from agents.memory import compaction
+from agents.operations import replay
 from agents.pipeline import steps
 from agents.turns import dispatch, finish, sessions, summaries
 
@@ -59,10 +60,10 @@ def expire_overdue_turns_task() -> dict[str, Any]:
     return {"expired": finish.overdue_turns_expire()}
 
 
-# Its time limits come with each job (prompt_ops.replay_job_start: they grow with its runs).
+# Its time limits come with each job (operations.replay.replay_job_start: they grow with its runs).
 @shared_task(name="coaching.prompt_replay", acks_late=True)
 def prompt_replay_task(job_id: int) -> dict[str, Any]:
-    prompt_ops.replay_job_run(job_id)
+    replay.replay_job_run(job_id)
     return {"job_id": job_id}
 
 

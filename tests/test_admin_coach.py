@@ -25,7 +25,6 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from agents import review, services_review
 from agents.memory import blackboard, edits
 from agents.models import (
     AgentRun,
@@ -41,6 +40,9 @@ from agents.models import (
     Turn,
     TurnStatus,
 )
+from agents.review import charts, decisions, export, labels
+from agents.review.annotations import annotation_add
+from agents.review.overview import coachee_overview
 from agents.roles.arbitration import MoveInfo, arbitrate
 from agents.roles.schemas import (
     CriticOutput,
@@ -386,12 +388,12 @@ def test_ocean_is_drawn_as_bars_with_confidence_bands(coach_client: Client, conv
         low = max(0, expected["score"] - expected["uncertainty"])
         high = min(100, expected["score"] + expected["uncertainty"])
         assert f'data-trait="{trait}" data-score="{expected["score"]}" data-low="{low}" data-high="{high}"' in html
-    chart = review.ocean_chart(PersonaOutput.model_validate(persona))
+    chart = charts.ocean_chart(PersonaOutput.model_validate(persona))
     openness = chart.rows[0]
     # The band spans score ± uncertainty on a 0-100 track, the marker sits at the score.
-    assert float(openness.band_x) == pytest.approx(review.OCEAN_TRACK_X + 52 * review.OCEAN_TRACK_W / 100)
-    assert float(openness.band_w) == pytest.approx(20 * review.OCEAN_TRACK_W / 100)
-    assert float(openness.score_x) + 1.5 == pytest.approx(review.OCEAN_TRACK_X + 62 * review.OCEAN_TRACK_W / 100)
+    assert float(openness.band_x) == pytest.approx(charts.OCEAN_TRACK_X + 52 * charts.OCEAN_TRACK_W / 100)
+    assert float(openness.band_w) == pytest.approx(20 * charts.OCEAN_TRACK_W / 100)
+    assert float(openness.score_x) + 1.5 == pytest.approx(charts.OCEAN_TRACK_X + 62 * charts.OCEAN_TRACK_W / 100)
 
 
 def test_risks_are_a_table_with_severity_detectability_reversibility_and_priority(
@@ -413,7 +415,7 @@ def test_moves_are_shown_by_name_not_key(coach_client: Client, convo: Conversati
     assert '<span class="move" title="direct_challenge">Direct challenge</span>' in html
     assert '<span class="move" title="tiny_next_step">Tiny next step</span>' in html
     # A move the catalog no longer has is shown by its key, marked as unknown.
-    assert review.moves_named(["gone_move"], review.move_catalog())[0] == review.MoveName(
+    assert labels.moves_named(["gone_move"], labels.move_catalog())[0] == labels.MoveName(
         "gone_move", "gone_move", False
     )
 
@@ -425,7 +427,7 @@ def test_arbitration_escalation_and_critic_gate_are_shown(coach_client: Client, 
     assert set(rules) == {"blocked_move_dropped", "high_risk_overrides_push", "escalation_changes_brief"}
     for rule in rules:
         assert f'<tr data-rule="{rule}">' in html
-        assert review.RULE_LABELS[rule] in html
+        assert decisions.RULE_LABELS[rule] in html
     # The conflict's claims are readable: the move by name, the risks with their scores.
     assert "Burnout at work MKANA (severity 4, detectability 3, reversibility 2, priority 24)" in html
     assert "The reply pointed the coachee to professional help." in html
@@ -500,7 +502,7 @@ def test_timeline_geometry() -> None:
         )
 
     runs = [run("synth", 3000, 2000), run("shadow", 0, 1000), run("persona", 1000, 1500, RunStatus.FAILED)]
-    tl = review.timeline(turn, runs)
+    tl = charts.timeline(turn, runs)
     assert [b.agent for b in tl.bars] == ["shadow", "persona", "synth"]  # by start
     assert tl.total_ms == 5200
     assert [t.label for t in tl.ticks] == ["0 s", "1 s", "2 s", "3 s", "4 s", "5 s", "6 s"]
@@ -513,7 +515,7 @@ def test_timeline_geometry() -> None:
     assert tl.bars[1].status == "failed"
     assert tl.total_tokens == 450
     # A run still going is drawn to the latest end seen and says so.
-    still = review.timeline(turn, [run("shadow", 0, 1000), run("persona", 1000, None, RunStatus.RUNNING)])
+    still = charts.timeline(turn, [run("shadow", 0, 1000), run("persona", 1000, None, RunStatus.RUNNING)])
     assert still.bars[1].duration_text.endswith("(running)")
     assert still.bars[1].duration_ms == 4200
 
@@ -527,7 +529,7 @@ def test_the_review_queue_lists_escalated_degraded_and_flagged_turns_oldest_firs
     other_coach = make_coach("coach_lee")
     other = build_conversation("ben_mk", "MKBEN", coach=other_coach, start=timezone.now() - timedelta(days=10))
     calm = convo.turns[2]
-    services_review.annotation_add(turn_id=convo.turns[5].pk, author_id=other_coach.pk, flagged=True)
+    annotation_add(turn_id=convo.turns[5].pk, author_id=other_coach.pk, flagged=True)
     response = coach_client.get(reverse("admin:agents_turn_review_queue"))
     assert response.status_code == 200
     html = response.content.decode()
@@ -562,17 +564,17 @@ def test_the_coachee_overview_shows_ocean_over_sessions_with_bands(coach_client:
     assert '<polyline class="line"' in openness
     assert openness.count('<circle class="point"') == 2  # one reading per session
     assert "latest 72 ± 10" in openness  # session 2 shifted the scores by 10
-    overview = review.coachee_overview(convo.coachee)
+    overview = coachee_overview(convo.coachee)
     trend = overview.trends[0]
     assert [p.score for p in trend.points] == [62, 72]
     # The band polygon goes along score + uncertainty, then back along score - uncertainty.
     ys = [float(pt.split(",")[1]) for pt in trend.band.split()]
-    expected = [review._trend_y(v) for v in (72, 82, 62, 52)]
+    expected = [charts._trend_y(v) for v in (72, 82, 62, 52)]
     assert ys == pytest.approx(expected, abs=0.06)
 
 
 def test_predictions_are_shown_next_to_what_happened_later(coach_client: Client, convo: Conversation) -> None:
-    overview = review.coachee_overview(convo.coachee)
+    overview = coachee_overview(convo.coachee)
     assert len(overview.predictions) == 6
     first = overview.predictions[-1]  # oldest: made in session 1's first turn, 2-day window
     assert first.commitment == "Run on Monday morning MKANA"
@@ -718,7 +720,7 @@ def test_export_selected_as_csv(coach_client: Client, convo: Conversation) -> No
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/csv")
     rows = list(csv.reader(io.StringIO(response.content.decode())))
-    assert rows[0] == review.TURN_EXPORT_HEADER
+    assert rows[0] == export.TURN_EXPORT_HEADER
     assert [int(r[0]) for r in rows[1:]] == [convo.turns[0].pk, convo.turns[1].pk]
     assert rows[1][rows[0].index("coachee_message")] == "'=HYPERLINK('x') MKANA"  # never a formula
     assert rows[1][rows[0].index("escalation")] == "refer"
@@ -727,7 +729,7 @@ def test_export_selected_as_csv(coach_client: Client, convo: Conversation) -> No
         {"action": "export_csv", "_selected_action": [s.pk for s in convo.sessions]},
     )
     rows = list(csv.reader(io.StringIO(sessions.content.decode())))
-    assert rows[0] == review.SESSION_EXPORT_HEADER
+    assert rows[0] == export.SESSION_EXPORT_HEADER
     assert [r[1:2] + r[6:] for r in rows[1:]] == [["ana_mk", "3", "1", "1", "1"]] * 2
 
 

@@ -15,7 +15,6 @@ from django.contrib.auth.models import Group
 from django.test import Client
 from django.urls import reverse
 
-from agents import prompt_ops
 from agents.llm.simulator.server import SimulatorServer
 from agents.models import (
     Agent,
@@ -30,6 +29,7 @@ from agents.models import (
     PromptVersion,
     ReplayJob,
 )
+from agents.operations import prompts, replay
 from tests.test_prompt_ops import (
     CANARY,
     DRAFT_BODY,
@@ -90,14 +90,20 @@ def last_log(obj: Any) -> LogEntry:
 def test_the_operator_admin_classes_pass_djangos_admin_checks() -> None:
     from django.contrib import admin
 
-    from agents.admin import operator
+    from agents.admin import operator, prompt_versions
 
-    mine = {cls for cls in vars(operator).values() if isinstance(cls, type) and issubclass(cls, admin.ModelAdmin)}
+    mine = {
+        cls
+        for module in (operator, prompt_versions)
+        for cls in vars(module).values()
+        if isinstance(cls, type) and issubclass(cls, admin.ModelAdmin)
+    }
     registered = {type(model_admin) for model_admin in admin.site._registry.values()}
     assert {
         operator.ModelEndpointAdmin,
         operator.AgentConfigAdmin,
-        operator.PromptVersionAdmin,
+        prompt_versions.PromptVersionAdmin,
+        prompt_versions.EvaluationSetAdmin,
         operator.CoachingMoveAdmin,
         operator.CrisisResourceAdmin,
         operator.CrisisPatternAdmin,
@@ -149,7 +155,7 @@ def test_the_operator_pages_need_a_login(seeded: None) -> None:
 
 
 def test_the_list_shows_each_agents_active_version_and_drafts(op_client: Client, operator: Any) -> None:
-    draft = prompt_ops.prompt_draft_create(agent="stability", body="Assess. ${moves}", user=operator)
+    draft = prompts.prompt_draft_create(agent="stability", body="Assess. ${moves}", user=operator)
     page = text_of(op_client.get(url("promptversion_changelist")))
     row = re.search(r'<tr data-agent="stability">(.*?)</tr>', page, re.S)
     assert row is not None
@@ -243,7 +249,7 @@ def test_adding_a_version_starts_a_draft_for_a_chosen_agent(op_client: Client, o
 
 def test_the_diff_page_compares_with_the_active_version_and_escapes(op_client: Client, operator: Any) -> None:
     v1 = active("shadow")
-    draft = prompt_ops.prompt_draft_create(agent="shadow", body=v1.body + "<b>Say less.</b>\n", user=operator)
+    draft = prompts.prompt_draft_create(agent="shadow", body=v1.body + "<b>Say less.</b>\n", user=operator)
     page = op_client.get(url("promptversion_diff", draft.pk))
     html = text_of(page)
     assert page.context["against"] == v1
@@ -269,15 +275,15 @@ def replay_in_background(
     job_url = response["Location"]
     job = ReplayJob.objects.get(version=version, pk=int(job_url.rstrip("/").rsplit("/", 1)[1]))
     sent: list[tuple[str, list[int]]] = []
-    monkeypatch.setattr(prompt_ops.current_app, "send_task", lambda name, args, **limits: sent.append((name, args)))
+    monkeypatch.setattr(replay.current_app, "send_task", lambda name, args, **limits: sent.append((name, args)))
     for callback in callbacks:
         callback()
     assert sent == [("coaching.prompt_replay", [job.pk])]
     waiting = text_of(client.get(job_url))
     assert 'http-equiv="refresh"' in waiting
     assert f"0 of {len(run_ids)} runs replayed" in waiting
-    prompt_ops.replay_job_run(job.pk)
-    prompt_ops.replay_job_run(job.pk)  # a redelivered task does nothing twice
+    replay.replay_job_run(job.pk)
+    replay.replay_job_run(job.pk)  # a redelivered task does nothing twice
     assert job.results.count() == len(run_ids)
     return client.get(job_url)
 
@@ -293,7 +299,7 @@ def test_the_replay_page_shows_original_and_new_output_side_by_side(
     runs = [stored_turn(f"c{i}", text=f"{CANARY} number {i}") for i in range(4)]
     before = {run.pk: snapshot(run) for run in runs}
     runs_before = AgentRun.objects.count()
-    draft = prompt_ops.prompt_draft_create(agent="plasticity", body=DRAFT_BODY, user=operator)
+    draft = prompts.prompt_draft_create(agent="plasticity", body=DRAFT_BODY, user=operator)
 
     page = op_client.get(url("promptversion_replay", draft.pk))
     html = text_of(page)
@@ -344,7 +350,7 @@ def test_the_replay_page_reports_invalid_output_and_a_missing_choice(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     run = stored_turn("ana")
-    draft = prompt_ops.prompt_draft_create(agent="plasticity", body=DRAFT_BODY, user=operator)
+    draft = prompts.prompt_draft_create(agent="plasticity", body=DRAFT_BODY, user=operator)
     nothing = op_client.post(url("promptversion_replay", draft.pk), {})
     assert "Choose at least one past run" in " ".join(messages_of(nothing))
     assert not ReplayJob.objects.exists()
@@ -360,7 +366,7 @@ def test_the_replay_page_reports_invalid_output_and_a_missing_choice(
 
 def test_activation_asks_first_then_activates_and_is_logged(op_client: Client, operator: Any) -> None:
     v1 = active("stability")
-    draft = prompt_ops.prompt_draft_create(agent="stability", body="Assess risk only.\n${moves}\n", user=operator)
+    draft = prompts.prompt_draft_create(agent="stability", body="Assess risk only.\n${moves}\n", user=operator)
     confirm = op_client.get(url("promptversion_activate", draft.pk))
     html = text_of(confirm)
     assert "Yes, activate v2" in html
@@ -386,9 +392,9 @@ def test_activation_asks_first_then_activates_and_is_logged(op_client: Client, o
 
 def test_rollback_asks_first_then_restores_the_previous_version(op_client: Client, operator: Any) -> None:
     v1 = active("persona")
-    draft = prompt_ops.prompt_draft_create(agent="persona", body="Profile gently.", user=operator)
+    draft = prompts.prompt_draft_create(agent="persona", body="Profile gently.", user=operator)
     assert "no earlier active version" in text_of(op_client.get(url("promptversion_rollback", "persona")))
-    prompt_ops.prompt_version_activate(version=draft, user=operator)
+    prompts.prompt_version_activate(version=draft, user=operator)
     page = op_client.get(url("promptversion_change", draft.pk))
     assert url("promptversion_rollback", "persona") in text_of(page)
     confirm = text_of(op_client.get(url("promptversion_rollback", "persona")))
@@ -658,7 +664,7 @@ def test_a_draft_is_evaluated_on_a_kept_set_and_the_score_shows_before_activatio
 ) -> None:
     on_sim.configure(agents={"plasticity": {"script": [ORIGINAL], "repeat_last": True}})
     runs = [stored_turn(f"s{i}") for i in range(2)]
-    draft = prompt_ops.prompt_draft_create(agent="plasticity", body=DRAFT_BODY, user=operator)
+    draft = prompts.prompt_draft_create(agent="plasticity", body=DRAFT_BODY, user=operator)
     activate_page = text_of(op_client.get(url("promptversion_activate", draft.pk)))
     assert "has no evaluation set yet" in activate_page
     kept = op_client.post(
@@ -674,7 +680,7 @@ def test_a_draft_is_evaluated_on_a_kept_set_and_the_score_shows_before_activatio
         response = op_client.post(url("promptversion_replay", draft.pk), {"evaluate": str(evaluation_set.pk)})
     job = ReplayJob.objects.get(evaluation_set=evaluation_set)
     assert response["Location"].endswith(f"/replay/{job.pk}/")
-    prompt_ops.replay_job_run(job.pk)
+    replay.replay_job_run(job.pk)
     html = text_of(op_client.get(response["Location"]))
     assert "Evaluation of" in html
     assert "2 of 2 valid (100%)" in html

@@ -13,8 +13,8 @@ import pytest
 from django.contrib.admin.models import LogEntry
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
-from agents import prompt_ops
 from agents.models import AgentRun, ModelEndpoint, PromptStatus, PromptVersion
+from agents.operations import prompts
 from agents.turns import dispatch
 from tests.browser_support import PASSWORD, SCREENSHOTS, chromium_for, off_loop
 from tests.conftest import LiveStack
@@ -207,7 +207,7 @@ def test_an_operator_tries_a_coach_draft_on_a_past_turn(
     original = "That sounds like a hard week. What got in the way of your runs?"
     run = off_loop(stored_coach_run, "coachee-c", original)
     draft = off_loop(
-        lambda: prompt_ops.prompt_draft_create(
+        lambda: prompts.prompt_draft_create(
             agent="coach", body="Be brief, end with one question. ${blocked_moves}", user=None
         )
     )
@@ -236,7 +236,7 @@ def test_an_operator_scores_a_draft_on_an_evaluation_set_before_activating_it(
     off_loop(make_operator, "op", PASSWORD)
     for i in range(2):
         off_loop(stored_turn, f"coachee-e{i}", text=f"I skipped my run again ({i}).")
-    draft = off_loop(lambda: prompt_ops.prompt_draft_create(agent="plasticity", body=DRAFT_BODY, user=None))
+    draft = off_loop(lambda: prompts.prompt_draft_create(agent="plasticity", body=DRAFT_BODY, user=None))
     live_sim.configure(agents={"plasticity": {"script": [REPLAYED], "repeat_last": True}})
 
     page = context.new_page()

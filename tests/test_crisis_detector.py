@@ -304,11 +304,11 @@ def test_coaches_see_which_layer_fired_and_operators_see_each_numbers_source(see
     from django.test import Client
     from django.urls import reverse
 
-    from agents import review
+    from agents.review.session import session_review
 
     user, session = _session("ru")
     turn = _accept(user, session, "ya ne hochu bolshe zhit")
-    shown = review.session_review(session)
+    shown = session_review(session)
     assert turn.crisis_signal is not None
     assert f"pattern #{turn.crisis_signal['pattern_id']}" in shown.turns[0].crisis_signal
     admin = get_user_model().objects.create_superuser("root", "root@example.org", "pw-for-tests-1")

@@ -1,4 +1,4 @@
-"""Operators' services (agents/prompt_ops.py) and the configuration checks: drafts and their
+"""Operators' services (agents/operations/) and the configuration checks: drafts and their
 placeholders, activation and rollback, diffs, replays of a draft on stored runs through the
 real pipeline.steps.agent_run_replay against the simulated server, and the endpoint connection test."""
 
@@ -16,12 +16,21 @@ from django.core.checks import Error
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
-from agents import prompt_ops
 from agents.checks import agents_configured
 from agents.llm.simulator.server import SimulatorServer
 from agents.llm.simulator.tokens import messages_sha
 from agents.memory.context import SharedContext, agent_messages
 from agents.models import Agent, AgentConfig, AgentRun, ModelEndpoint, PromptStatus, PromptVersion, RunStatus, Turn
+from agents.operations import endpoints, prompts, replay
+from agents.operations.diff import body_diff, prompt_diff
+from agents.operations.errors import PromptOpError
+from agents.operations.evaluation import (
+    evaluation_rows,
+    evaluation_run_start,
+    evaluation_set_create,
+    evaluations_of,
+    replay_score,
+)
 from agents.pipeline import steps
 from agents.turns import accept, dispatch, sessions
 from tests.conftest import free_port, make_coachee, point_agents_at
@@ -131,14 +140,14 @@ def test_a_draft_replayed_on_three_turns_then_activated_and_rolled_back(on_sim: 
     assert all(run.prompt_version_id == v1.pk and run.parsed_output == ORIGINAL for run in runs)
     runs_before = AgentRun.objects.count()
 
-    draft = prompt_ops.prompt_draft_create(agent="plasticity", body=DRAFT_BODY, user=operator)
+    draft = prompts.prompt_draft_create(agent="plasticity", body=DRAFT_BODY, user=operator)
     assert (draft.status, draft.version, draft.created_by) == (PromptStatus.DRAFT, v1.version + 1, operator)
     assert active("plasticity") == v1
 
     # The replay: the draft's text on each run's stored inputs, through the configured endpoint.
     sim.configure(agents={"plasticity": {"script": [REPLAYED], "repeat_last": True}})
     calls_before = len(sim.calls(agent="plasticity"))
-    report = prompt_ops.prompt_replay(version=draft, runs=runs, user=operator)
+    report = replay.prompt_replay(version=draft, runs=runs, user=operator)
 
     assert [row.run_id for row in report.rows] == [run.pk for run in runs]
     assert [(row.ran, row.valid, row.changed) for row in report.rows] == [(True, True, True)] * 3
@@ -159,7 +168,7 @@ def test_a_draft_replayed_on_three_turns_then_activated_and_rolled_back(on_sim: 
     assert "Replayed v2 on 3 past runs" in log_messages(draft)[-1]
 
     # Activating it: the next turn's run records the new version and was sent its text.
-    prompt_ops.prompt_version_activate(version=draft, user=operator)
+    prompts.prompt_version_activate(version=draft, user=operator)
     draft.refresh_from_db()
     v1.refresh_from_db()
     assert (draft.status, v1.status) == (PromptStatus.ACTIVE, PromptStatus.RETIRED)
@@ -170,7 +179,7 @@ def test_a_draft_replayed_on_three_turns_then_activated_and_rolled_back(on_sim: 
     assert sim.calls(agent="plasticity")[-1]["messages_sha"] == sent_sha(after, DRAFT_BODY)
 
     # Rolling back restores the old version for the turn after.
-    restored = prompt_ops.prompt_version_rollback(agent="plasticity", user=operator)
+    restored = prompts.prompt_version_rollback(agent="plasticity", user=operator)
     assert restored == v1
     draft.refresh_from_db()
     assert (active("plasticity"), draft.status) == (v1, PromptStatus.RETIRED)
@@ -207,15 +216,15 @@ def test_a_draft_whose_placeholders_the_agent_cannot_be_given_is_refused(
     operator: Any, agent: str, body: str, message: str
 ) -> None:
     before = PromptVersion.objects.count()
-    with pytest.raises(prompt_ops.PromptOpError) as info:
-        prompt_ops.prompt_draft_create(agent=agent, body=body, user=operator)
+    with pytest.raises(PromptOpError) as info:
+        prompts.prompt_draft_create(agent=agent, body=body, user=operator)
     assert message in str(info.value)
     assert PromptVersion.objects.count() == before
     assert not LogEntry.objects.exists()
 
 
 def test_a_draft_may_use_any_placeholder_its_agent_is_given(operator: Any) -> None:
-    draft = prompt_ops.prompt_draft_create(
+    draft = prompts.prompt_draft_create(
         agent="synth", body="${brief}\n${coach_reply}\n${specialists}\nPrices in $$.", user=operator
     )
     assert draft.status == PromptStatus.DRAFT
@@ -226,10 +235,8 @@ def test_a_draft_may_use_any_placeholder_its_agent_is_given(operator: Any) -> No
 def test_editing_the_active_version_makes_a_new_draft_and_changes_nothing_else(operator: Any) -> None:
     v1 = active("stability")
     body = v1.body
-    edited = prompt_ops.prompt_draft_create(agent="stability", body=body + "\nBe brief.", user=operator, based_on=v1)
-    second = prompt_ops.prompt_draft_create(
-        agent="stability", body=body + "\nBe briefer.", user=operator, based_on=edited
-    )
+    edited = prompts.prompt_draft_create(agent="stability", body=body + "\nBe brief.", user=operator, based_on=v1)
+    second = prompts.prompt_draft_create(agent="stability", body=body + "\nBe briefer.", user=operator, based_on=edited)
     v1.refresh_from_db()
     assert (v1.body, v1.status) == (body, PromptStatus.ACTIVE)
     assert [edited.version, second.version] == [v1.version + 1, v1.version + 2]
@@ -238,13 +245,13 @@ def test_editing_the_active_version_makes_a_new_draft_and_changes_nothing_else(o
 
 
 def test_a_draft_cannot_be_based_on_another_agents_version(operator: Any) -> None:
-    with pytest.raises(prompt_ops.PromptOpError, match="not persona"):
-        prompt_ops.prompt_draft_create(agent="persona", body="Profile them.", user=operator, based_on=active("shadow"))
+    with pytest.raises(PromptOpError, match="not persona"):
+        prompts.prompt_draft_create(agent="persona", body="Profile them.", user=operator, based_on=active("shadow"))
 
 
 def test_unused_inputs_are_a_warning_not_an_error() -> None:
-    assert prompt_ops.prompt_body_errors("plasticity", "Suggest moves.") == []
-    assert prompt_ops.prompt_body_warnings("plasticity", "Suggest from ${moves}.") == [
+    assert prompts.prompt_body_errors("plasticity", "Suggest moves.") == []
+    assert prompts.prompt_body_warnings("plasticity", "Suggest from ${moves}.") == [
         "the prompt does not use ${persona_profile}, so the agent will not see it"
     ]
 
@@ -254,19 +261,19 @@ def test_unused_inputs_are_a_warning_not_an_error() -> None:
 
 def test_activation_retires_the_active_version_and_records_who_and_when(operator: Any) -> None:
     v1 = active("persona")
-    draft = prompt_ops.prompt_draft_create(agent="persona", body="Profile, carefully.", user=operator)
-    prompt_ops.prompt_version_activate(version=draft, user=operator)
+    draft = prompts.prompt_draft_create(agent="persona", body="Profile, carefully.", user=operator)
+    prompts.prompt_version_activate(version=draft, user=operator)
     assert list(PromptVersion.objects.filter(agent="persona", status=PromptStatus.ACTIVE)) == [draft]
     v1.refresh_from_db()
     assert v1.status == PromptStatus.RETIRED
     assert v1.activated_by is None  # its own activation record is kept as it was
-    with pytest.raises(prompt_ops.PromptOpError, match="already active"):
-        prompt_ops.prompt_version_activate(version=draft, user=operator)
+    with pytest.raises(PromptOpError, match="already active"):
+        prompts.prompt_version_activate(version=draft, user=operator)
 
 
 def test_activation_is_all_or_nothing(operator: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     v1 = active("persona")
-    draft = prompt_ops.prompt_draft_create(agent="persona", body="Profile, carefully.", user=operator)
+    draft = prompts.prompt_draft_create(agent="persona", body="Profile, carefully.", user=operator)
     calls: list[str] = []
 
     def failing_audit(user: Any, obj: Any, message: str, **kwargs: Any) -> None:
@@ -274,9 +281,9 @@ def test_activation_is_all_or_nothing(operator: Any, monkeypatch: pytest.MonkeyP
         if message.startswith("Activated"):
             raise RuntimeError("the log is down")
 
-    monkeypatch.setattr(prompt_ops, "audit", failing_audit)
+    monkeypatch.setattr(prompts, "audit", failing_audit)
     with pytest.raises(RuntimeError):
-        prompt_ops.prompt_version_activate(version=draft, user=operator)
+        prompts.prompt_version_activate(version=draft, user=operator)
     assert calls == ["Retired: v2 was activated.", "Activated v2 (replacing v1)."]
     assert active("persona") == v1
     assert PromptVersion.objects.get(pk=draft.pk).status == PromptStatus.DRAFT
@@ -284,30 +291,30 @@ def test_activation_is_all_or_nothing(operator: Any, monkeypatch: pytest.MonkeyP
 
 def test_a_version_the_agent_cannot_fill_is_not_activated(operator: Any) -> None:
     bad = PromptVersion.objects.create(agent="persona", version=9, body="Use ${moves}.", status=PromptStatus.DRAFT)
-    with pytest.raises(prompt_ops.PromptOpError, match="cannot be activated"):
-        prompt_ops.prompt_version_activate(version=bad, user=operator)
+    with pytest.raises(PromptOpError, match="cannot be activated"):
+        prompts.prompt_version_activate(version=bad, user=operator)
     assert active("persona").version == 1
 
 
 def test_rollback_restores_the_version_active_before_the_current_one(operator: Any) -> None:
     v1 = active("critic")
-    v2 = prompt_ops.prompt_draft_create(agent="critic", body="Check ${reply} against ${blocked_moves}.", user=operator)
-    v3 = prompt_ops.prompt_draft_create(agent="critic", body="Judge ${reply}; blocked: ${blocked_moves}", user=operator)
-    with pytest.raises(prompt_ops.PromptOpError, match="no earlier active version"):
-        prompt_ops.prompt_version_rollback(agent="shadow", user=operator)  # only ever had v1
-    prompt_ops.prompt_version_activate(version=v2, user=operator)
-    prompt_ops.prompt_version_activate(version=v3, user=operator)
-    assert prompt_ops.rollback_target("critic") == v2
-    assert prompt_ops.prompt_version_rollback(agent="critic", user=operator) == v2
+    v2 = prompts.prompt_draft_create(agent="critic", body="Check ${reply} against ${blocked_moves}.", user=operator)
+    v3 = prompts.prompt_draft_create(agent="critic", body="Judge ${reply}; blocked: ${blocked_moves}", user=operator)
+    with pytest.raises(PromptOpError, match="no earlier active version"):
+        prompts.prompt_version_rollback(agent="shadow", user=operator)  # only ever had v1
+    prompts.prompt_version_activate(version=v2, user=operator)
+    prompts.prompt_version_activate(version=v3, user=operator)
+    assert prompts.rollback_target("critic") == v2
+    assert prompts.prompt_version_rollback(agent="critic", user=operator) == v2
     assert active("critic") == v2
     # A second rollback undoes the first; the seeded v1 is next only after that.
-    assert prompt_ops.prompt_version_rollback(agent="critic", user=operator) == v3
-    prompt_ops.prompt_version_activate(version=v1, user=operator)
-    assert prompt_ops.rollback_target("critic") == v3
+    assert prompts.prompt_version_rollback(agent="critic", user=operator) == v3
+    prompts.prompt_version_activate(version=v1, user=operator)
+    assert prompts.rollback_target("critic") == v3
     # "Previous" is by activation time, not by version number.
-    prompt_ops.prompt_version_activate(version=v2, user=operator)
-    prompt_ops.prompt_version_activate(version=v1, user=operator)
-    assert prompt_ops.prompt_version_rollback(agent="critic", user=operator) == v2
+    prompts.prompt_version_activate(version=v2, user=operator)
+    prompts.prompt_version_activate(version=v1, user=operator)
+    assert prompts.prompt_version_rollback(agent="critic", user=operator) == v2
     assert PromptVersion.objects.filter(agent="critic", status=PromptStatus.ACTIVE).count() == 1
 
 
@@ -315,7 +322,7 @@ def test_rollback_restores_the_version_active_before_the_current_one(operator: A
 
 
 def test_the_diff_counts_lines_and_escapes_the_text() -> None:
-    diff = prompt_ops.body_diff("one\ntwo\nthree\n", "one\n<script>alert(1)</script>\nthree\nfour\n")
+    diff = body_diff("one\ntwo\nthree\n", "one\n<script>alert(1)</script>\nthree\nfour\n")
     assert (diff.added, diff.removed, diff.changed) == (2, 1, True)
     assert [(line.kind, line.text) for line in diff.lines if line.kind in ("add", "del")] == [
         ("del", "two"),
@@ -325,14 +332,14 @@ def test_the_diff_counts_lines_and_escapes_the_text() -> None:
     html = str(diff.html)
     assert "<script>" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
-    assert not prompt_ops.body_diff("same\n", "same\n").changed
-    assert "identical" in str(prompt_ops.body_diff("same\n", "same\n").html)
+    assert not body_diff("same\n", "same\n").changed
+    assert "identical" in str(body_diff("same\n", "same\n").html)
 
 
 def test_prompt_diff_compares_two_versions(operator: Any) -> None:
     v1 = active("shadow")
-    draft = prompt_ops.prompt_draft_create(agent="shadow", body=v1.body + "Say less.\n", user=operator)
-    diff = prompt_ops.prompt_diff(v1, draft)
+    draft = prompts.prompt_draft_create(agent="shadow", body=v1.body + "Say less.\n", user=operator)
+    diff = prompt_diff(v1, draft)
     assert (diff.old_label, diff.new_label) == ("shadow v1 (active)", "shadow v2 (draft)")
     assert (diff.added, diff.removed) == (1, 0)
     assert [line.text for line in diff.lines if line.kind == "add"] == ["Say less."]
@@ -344,9 +351,9 @@ def test_prompt_diff_compares_two_versions(operator: Any) -> None:
 def test_a_replay_that_does_not_validate_is_reported_and_stores_nothing(on_sim: SimulatorServer, operator: Any) -> None:
     run = stored_turn("ana")
     before = snapshot(run)
-    draft = prompt_ops.prompt_draft_create(agent="plasticity", body=DRAFT_BODY, user=operator)
+    draft = prompts.prompt_draft_create(agent="plasticity", body=DRAFT_BODY, user=operator)
     on_sim.configure(agents={"plasticity": {"fault": "invalid_json"}})
-    report = prompt_ops.prompt_replay(version=draft, runs=[run], user=operator)
+    report = replay.prompt_replay(version=draft, runs=[run], user=operator)
     (row,) = report.rows
     assert (row.ran, row.valid, row.new_output) == (True, False, None)
     assert row.new_errors
@@ -358,10 +365,10 @@ def test_a_replay_that_does_not_validate_is_reported_and_stores_nothing(on_sim: 
 
 def test_a_replay_keeps_to_its_time_limit(on_sim: SimulatorServer, operator: Any) -> None:
     runs = [stored_turn("ana"), stored_turn("ben")]
-    draft = prompt_ops.prompt_draft_create(agent="plasticity", body=DRAFT_BODY, user=operator)
+    draft = prompts.prompt_draft_create(agent="plasticity", body=DRAFT_BODY, user=operator)
     on_sim.configure(agents={"plasticity": {"fault": "hang", "delay_s": 30}})
     started = time.monotonic()
-    report = prompt_ops.prompt_replay(version=draft, runs=runs, total_timeout_s=1.5)
+    report = replay.prompt_replay(version=draft, runs=runs, total_timeout_s=1.5)
     assert time.monotonic() - started < 6
     assert not any(row.valid for row in report.rows)
     assert report.rows[-1].new_failure == "not run: the replay's time limit was reached"
@@ -371,17 +378,17 @@ def test_a_replay_takes_only_runs_of_the_versions_agent_and_a_bounded_number(
     on_sim: SimulatorServer, operator: Any
 ) -> None:
     run = stored_turn("ana")
-    stability = prompt_ops.prompt_draft_create(agent="stability", body="Assess. ${moves}", user=operator)
-    with pytest.raises(prompt_ops.PromptOpError, match="not stability runs"):
-        prompt_ops.prompt_replay(version=stability, runs=[run])
-    plasticity = prompt_ops.prompt_draft_create(agent="plasticity", body=DRAFT_BODY, user=operator)
-    with pytest.raises(prompt_ops.PromptOpError, match=f"at most {prompt_ops.REPLAY_MAX_RUNS}"):
-        prompt_ops.prompt_replay(version=plasticity, runs=[run] * (prompt_ops.REPLAY_MAX_RUNS + 1))
-    with pytest.raises(prompt_ops.PromptOpError, match="at least one"):
-        prompt_ops.prompt_replay(version=plasticity, runs=[])
-    coach = prompt_ops.prompt_draft_create(agent="coach", body="Be kind. ${blocked_moves}", user=operator)
-    with pytest.raises(prompt_ops.PromptOpError, match="not coach runs"):
-        prompt_ops.prompt_replay(version=coach, runs=[run])
+    stability = prompts.prompt_draft_create(agent="stability", body="Assess. ${moves}", user=operator)
+    with pytest.raises(PromptOpError, match="not stability runs"):
+        replay.prompt_replay(version=stability, runs=[run])
+    plasticity = prompts.prompt_draft_create(agent="plasticity", body=DRAFT_BODY, user=operator)
+    with pytest.raises(PromptOpError, match=f"at most {replay.REPLAY_MAX_RUNS}"):
+        replay.prompt_replay(version=plasticity, runs=[run] * (replay.REPLAY_MAX_RUNS + 1))
+    with pytest.raises(PromptOpError, match="at least one"):
+        replay.prompt_replay(version=plasticity, runs=[])
+    coach = prompts.prompt_draft_create(agent="coach", body="Be kind. ${blocked_moves}", user=operator)
+    with pytest.raises(PromptOpError, match="not coach runs"):
+        replay.prompt_replay(version=coach, runs=[run])
 
 
 def stored_coach_run(username: str, reply: str) -> AgentRun:
@@ -400,12 +407,12 @@ def stored_coach_run(username: str, reply: str) -> AgentRun:
 def test_a_coach_draft_is_replayed_beside_what_the_coachee_read(on_sim: SimulatorServer, operator: Any) -> None:
     original = "That sounds like a hard week. What got in the way of your runs?"
     run = stored_coach_run("ana", original)
-    draft = prompt_ops.prompt_draft_create(
+    draft = prompts.prompt_draft_create(
         agent="coach", body="Answer in two sentences and end with one question. ${blocked_moves}", user=operator
     )
     new = "Missing runs happens to everyone. Which morning this week could you protect for one short run?"
     on_sim.configure(agents={"coach": {"script": [new, '{"reply": "structure"}']}})
-    (row,) = prompt_ops.prompt_replay(version=draft, runs=[run], user=operator).rows
+    (row,) = replay.prompt_replay(version=draft, runs=[run], user=operator).rows
     assert (row.ran, row.valid, row.changed) == (True, True, True), row.new_errors
     assert (row.original_output, row.new_output) == (original, new)
     assert row.text_reply
@@ -417,7 +424,7 @@ def test_a_coach_draft_is_replayed_beside_what_the_coachee_read(on_sim: Simulato
         )
     )
     # A reply the quality gate would withhold from the coachee does not validate.
-    (junk,) = prompt_ops.prompt_replay(version=draft, runs=[run]).rows
+    (junk,) = replay.prompt_replay(version=draft, runs=[run]).rows
     assert junk.ran
     assert not junk.valid
     assert any(error.startswith("structured") for error in junk.new_errors), junk.new_errors
@@ -429,8 +436,8 @@ def test_replay_candidates_are_finished_runs_with_stored_inputs(on_sim: Simulato
     first, second = stored_turn("ana"), stored_turn("ben")
     Turn.objects.filter(pk=first.turn_id).update(shared_prompt="")  # an old run, before prompts were kept
     AgentRun.objects.create(turn_id=second.turn_id, agent="plasticity", round=2)  # still running
-    assert [run.pk for run in prompt_ops.replay_candidates("plasticity")] == [second.pk]
-    assert list(prompt_ops.replay_candidates("stability")) == []
+    assert [run.pk for run in replay.replay_candidates("plasticity")] == [second.pk]
+    assert list(replay.replay_candidates("stability")) == []
 
 
 def test_a_replay_with_model_calls_switched_off_reports_it(seeded: None, operator: Any, settings: Any) -> None:
@@ -440,8 +447,8 @@ def test_a_replay_with_model_calls_switched_off_reports_it(seeded: None, operato
     accepted = accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id="c-1", text="Hello")
     Turn.objects.filter(pk=accepted.turn_id).update(shared_prompt="(shared)")
     run = AgentRun.objects.create(turn_id=accepted.turn_id, agent="shadow", status=RunStatus.FAILED)
-    draft = prompt_ops.prompt_draft_create(agent="shadow", body="Observe.", user=operator)
-    (row,) = prompt_ops.prompt_replay(version=draft, runs=[run]).rows
+    draft = prompts.prompt_draft_create(agent="shadow", body="Observe.", user=operator)
+    (row,) = replay.prompt_replay(version=draft, runs=[run]).rows
     assert not row.valid
     assert row.new_failure.startswith("llm_disabled")
 
@@ -451,7 +458,7 @@ def test_a_replay_with_model_calls_switched_off_reports_it(seeded: None, operato
 
 def test_the_connection_test_lists_models_and_times_a_completion(on_sim: SimulatorServer, operator: Any) -> None:
     endpoint = ModelEndpoint.objects.get(name="test")
-    result = prompt_ops.endpoint_test_connection(endpoint, user=operator)
+    result = endpoints.endpoint_test_connection(endpoint, user=operator)
     assert result.ok, result.summary
     assert (result.models, result.model_listed) == (["sim-model"], True)
     assert result.list_ms is not None
@@ -459,14 +466,14 @@ def test_the_connection_test_lists_models_and_times_a_completion(on_sim: Simulat
     assert result.completion_text
     (call,) = on_sim.calls(agent="connection-test")
     assert call["model"] == "sim-model"
-    assert result.verdict == prompt_ops.Verdict.READY
+    assert result.verdict == endpoints.Verdict.READY
     assert log_messages(endpoint)[-1].startswith("Tested the connection: OK; ready: it answered; 1 models in")
 
 
 def test_the_connection_test_flags_a_model_the_server_does_not_list(on_sim: SimulatorServer) -> None:
     endpoint = ModelEndpoint.objects.get(name="test")
     endpoint.model_id = "some-other-model"
-    result = prompt_ops.endpoint_test_connection(endpoint)
+    result = endpoints.endpoint_test_connection(endpoint)
     assert result.listed
     assert not result.model_listed
     assert "some-other-model NOT listed" in result.summary
@@ -474,11 +481,11 @@ def test_the_connection_test_flags_a_model_the_server_does_not_list(on_sim: Simu
 
 def test_the_connection_test_reports_a_failing_completion(on_sim: SimulatorServer) -> None:
     on_sim.configure(agents={"connection-test": {"fault": "http_500"}})
-    result = prompt_ops.endpoint_test_connection(ModelEndpoint.objects.get(name="test"))
+    result = endpoints.endpoint_test_connection(ModelEndpoint.objects.get(name="test"))
     assert result.listed
     assert not result.ok
     assert "500" in result.completion_error
-    assert result.verdict == prompt_ops.Verdict.FAILING
+    assert result.verdict == endpoints.Verdict.FAILING
 
 
 def test_the_connection_test_tells_a_busy_server_from_a_down_one(
@@ -487,16 +494,16 @@ def test_the_connection_test_tells_a_busy_server_from_a_down_one(
     # Busy: the server lists its models at once but the completion waits in its queue past
     # the test's wait (here 0.3 s against a first token at 2 s), as the embedded model does
     # while a turn runs. It must not read as "failed ... timed out".
-    monkeypatch.setattr(prompt_ops, "TEST_COMPLETION_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(endpoints, "TEST_COMPLETION_TIMEOUT_S", 0.3)
     on_sim.configure(agents={"connection-test": {"ttft_ms": 2000}})
     endpoint = ModelEndpoint.objects.get(name="test")
-    result = prompt_ops.endpoint_test_connection(endpoint, user=operator)
+    result = endpoints.endpoint_test_connection(endpoint, user=operator)
     assert result.listed
-    assert result.verdict == prompt_ops.Verdict.BUSY, result.summary
+    assert result.verdict == endpoints.Verdict.BUSY, result.summary
     assert log_messages(endpoint)[-1].startswith("Tested the connection: FAILED; busy: the server is up")
     # 429 says the same: up, pacing us.
     on_sim.configure(agents={"connection-test": {"ttft_ms": 10, "fault": "http_429"}})
-    assert prompt_ops.endpoint_test_connection(endpoint).verdict == prompt_ops.Verdict.BUSY
+    assert endpoints.endpoint_test_connection(endpoint).verdict == endpoints.Verdict.BUSY
 
 
 def test_vllm_queue_figures_are_read_from_its_metrics_page(monkeypatch: Any) -> None:
@@ -514,15 +521,15 @@ def test_vllm_queue_figures_are_read_from_its_metrics_page(monkeypatch: Any) -> 
         seen.append(url)
         return httpx.Response(200, text=page, request=httpx.Request("GET", url))
 
-    monkeypatch.setattr(prompt_ops.httpx, "get", fake_get)
-    assert prompt_ops.server_load("http://gpu-1:8000/v1") == prompt_ops.ServerLoad(running=3, waiting=5)
+    monkeypatch.setattr(endpoints.httpx, "get", fake_get)
+    assert endpoints.server_load("http://gpu-1:8000/v1") == endpoints.ServerLoad(running=3, waiting=5)
     assert seen == ["http://gpu-1:8000/metrics"]
     monkeypatch.setattr(
-        prompt_ops.httpx,
+        endpoints.httpx,
         "get",
         lambda url, **_: httpx.Response(404, text="no", request=httpx.Request("GET", url)),
     )
-    assert prompt_ops.server_load("http://gpu-1:8000/v1") is None
+    assert endpoints.server_load("http://gpu-1:8000/v1") is None
 
 
 def test_the_connection_test_never_raises_and_gives_up_quickly(seeded: None, operator: Any, settings: Any) -> None:
@@ -535,16 +542,16 @@ def test_the_connection_test_never_raises_and_gives_up_quickly(seeded: None, ope
         trusted_for_coachee_data=True,
     )
     started = time.monotonic()
-    result = prompt_ops.endpoint_test_connection(endpoint, user=operator)
+    result = endpoints.endpoint_test_connection(endpoint, user=operator)
     assert time.monotonic() - started < 8
     assert not result.ok
     assert not result.listed
     assert "unreachable" in result.list_error
     assert result.completion_error == "skipped: the server did not answer"
-    assert result.verdict == prompt_ops.Verdict.DOWN
+    assert result.verdict == endpoints.Verdict.DOWN
     assert "FAILED" in log_messages(endpoint)[-1]
     broken = ModelEndpoint(name="broken", base_url="not a url", model_id="m", trusted_for_coachee_data=True)
-    assert not prompt_ops.endpoint_test_connection(broken).ok
+    assert not endpoints.endpoint_test_connection(broken).ok
 
 
 # --- System checks ---------------------------------------------------------------------------
@@ -614,8 +621,8 @@ def test_a_missing_configuration_still_fails_the_check(seeded: None) -> None:
 
 def test_creation_and_activation_are_addition_and_change_entries(operator: Any) -> None:
     # Activation is a change of the version, so it appears as such in admin's history.
-    draft = prompt_ops.prompt_draft_create(agent="shadow", body="Observe.", user=operator)
-    prompt_ops.prompt_version_activate(version=draft, user=operator)
+    draft = prompts.prompt_draft_create(agent="shadow", body="Observe.", user=operator)
+    prompts.prompt_version_activate(version=draft, user=operator)
     flags = list(LogEntry.objects.filter(object_id=str(draft.pk)).order_by("pk").values_list("action_flag", flat=True))
     assert flags == [ADDITION, CHANGE]
 
@@ -634,48 +641,44 @@ def test_an_evaluation_set_scores_a_draft_on_what_code_can_check(
         status=RunStatus.SUCCEEDED,
         parsed_output={"blocked_moves": ["if_then_plan"], "escalation": "monitor"},
     )
-    kept = prompt_ops.evaluation_set_create(
-        name="skipped runs", agent="plasticity", run_ids=[r.pk for r in runs], user=operator
-    )
-    with pytest.raises(prompt_ops.PromptOpError, match="exists already"):
-        prompt_ops.evaluation_set_create(name="skipped runs", agent="plasticity", run_ids=[runs[0].pk], user=operator)
-    with pytest.raises(prompt_ops.PromptOpError, match="at least one past plasticity run"):
-        prompt_ops.evaluation_set_create(name="empty", agent="plasticity", run_ids=[], user=operator)
-    draft = prompt_ops.prompt_draft_create(agent="plasticity", body=DRAFT_BODY, user=operator)
+    kept = evaluation_set_create(name="skipped runs", agent="plasticity", run_ids=[r.pk for r in runs], user=operator)
+    with pytest.raises(PromptOpError, match="exists already"):
+        evaluation_set_create(name="skipped runs", agent="plasticity", run_ids=[runs[0].pk], user=operator)
+    with pytest.raises(PromptOpError, match="at least one past plasticity run"):
+        evaluation_set_create(name="empty", agent="plasticity", run_ids=[], user=operator)
+    draft = prompts.prompt_draft_create(agent="plasticity", body=DRAFT_BODY, user=operator)
     on_sim.configure(agents={"plasticity": {"script": [REPLAYED], "repeat_last": True}})
     with django_capture_on_commit_callbacks(execute=False):
-        job = prompt_ops.evaluation_run_start(version=draft, evaluation_set=kept, user=operator)
+        job = evaluation_run_start(version=draft, evaluation_set=kept, user=operator)
     assert job.evaluation_set == kept
     assert sorted(job.run_ids) == sorted(r.pk for r in runs)
-    prompt_ops.replay_job_run(job.pk)
-    (evaluation,) = prompt_ops.evaluations_of(draft)
+    replay.replay_job_run(job.pk)
+    (evaluation,) = evaluations_of(draft)
     score = evaluation.score
     assert (score.total, score.ran, score.valid) == (2, 2, 2)
     assert score.blocked_moves_used == 1  # if_then_plan on the first turn
     assert not score.passed
     assert "1 blocked moves used" in score.summary
-    (row,) = prompt_ops.evaluation_rows(draft, prompt_ops.active_version("plasticity"))
+    (row,) = evaluation_rows(draft, prompts.active_version("plasticity"))
     assert row.draft is not None
     assert row.active is None  # the active version was never evaluated on it
-    stability = prompt_ops.prompt_draft_create(agent="stability", body="Assess. ${moves}", user=operator)
-    with pytest.raises(prompt_ops.PromptOpError, match="not stability runs"):
-        prompt_ops.evaluation_run_start(version=stability, evaluation_set=kept, user=operator)
+    stability = prompts.prompt_draft_create(agent="stability", body="Assess. ${moves}", user=operator)
+    with pytest.raises(PromptOpError, match="not stability runs"):
+        evaluation_run_start(version=stability, evaluation_set=kept, user=operator)
 
 
 @pytest.mark.django_db
 def test_a_stability_draft_that_lowers_a_crisis_does_not_pass() -> None:
-    def row(original: str, new: str) -> prompt_ops.ReplayRow:
-        return prompt_ops.ReplayRow(
+    def row(original: str, new: str) -> replay.ReplayRow:
+        return replay.ReplayRow(
             run_id=1, turn_id=10**9, round=1, run_started_at=None, original_version=1, original_status="succeeded",
             original_output={"escalation": original, "blocked_moves": []}, original_raw="", original_errors=[],
             original_error="", original_prompt_tokens=None, original_completion_tokens=None,
             original_latency_ms=None, ran=True, valid=True, new_output={"escalation": new, "blocked_moves": []},
         )  # fmt: skip
 
-    report = prompt_ops.ReplayReport(1, "stability", 2, "draft", [row("crisis", "monitor"), row("refer", "crisis")], 0)
-    score = prompt_ops.replay_score(report)
+    report = replay.ReplayReport(1, "stability", 2, "draft", [row("crisis", "monitor"), row("refer", "crisis")], 0)
+    score = replay_score(report)
     assert score.escalation_lowered == 1
     assert not score.passed
-    assert prompt_ops.replay_score(
-        prompt_ops.ReplayReport(1, "stability", 2, "draft", [row("monitor", "none")], 0)
-    ).passed
+    assert replay_score(replay.ReplayReport(1, "stability", 2, "draft", [row("monitor", "none")], 0)).passed

@@ -145,7 +145,7 @@ def test_the_admin_home_links_to_the_queue(run: Any) -> None:
 
 
 def test_blackboard_counts_are_spelled_as_people_write_them() -> None:
-    from agents.review import count_label
+    from agents.review.overview import count_label
 
     assert [count_label(n, "Priority") for n in (0, 1, 3)] == ["0 priorities", "1 priority", "3 priorities"]
     assert count_label(2, "Goal") == "2 goals"

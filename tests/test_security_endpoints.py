@@ -19,11 +19,11 @@ from django.core.management.base import CommandError
 from django.test import Client
 from django.urls import reverse
 
-from agents import prompt_ops
 from agents.llm.client import EndpointSpec, list_models
 from agents.llm.errors import LLMPermanentError
 from agents.llm.simulator.server import SimulatorServer
 from agents.models import AgentConfig, ModelEndpoint, ReplayJob
+from agents.operations import prompts, replay
 from tests.test_prompt_ops import (
     CANARY,
     DRAFT_BODY,
@@ -206,7 +206,7 @@ def test_an_operator_cannot_send_a_coachees_words_to_an_untrusted_endpoint(
     assert operator.post(admin_url("agentconfig_change", config.pk), form).status_code == 200
     assert AgentConfig.objects.get(agent="plasticity").endpoint.name == "test"
     AgentConfig.objects.filter(agent="plasticity").update(endpoint=untrusted)
-    draft = prompt_ops.prompt_draft_create(agent="plasticity", body=DRAFT_BODY, user=None)
+    draft = prompts.prompt_draft_create(agent="plasticity", body=DRAFT_BODY, user=None)
     page = operator.post(admin_url("promptversion_replay", draft.pk), {"runs": [run.pk]})
     assert "is not marked trusted for coachee data" in page.content.decode()
     assert CANARY not in listener.received()
@@ -215,5 +215,5 @@ def test_an_operator_cannot_send_a_coachees_words_to_an_untrusted_endpoint(
     ModelEndpoint.objects.filter(pk=untrusted.pk).update(trusted_for_coachee_data=True)
     operator.post(admin_url("promptversion_replay", draft.pk), {"runs": [run.pk]})
     (job,) = ReplayJob.objects.filter(version=draft)  # queued; the worker's task runs it
-    prompt_ops.replay_job_run(job.pk)
+    replay.replay_job_run(job.pk)
     assert CANARY in listener.received()

@@ -1,7 +1,7 @@
 """Admin for coaches: sessions, messages, turns, agent runs, conflicts, the blackboard and
 annotations, each scoped to the coachees assigned to the coach (agents/admin/scoping.py),
 plus the review pages: a session's review, the review queue, the coachees and a coachee's
-overview. Reads come from agents/review.py, writes go through agents/services_review.py."""
+overview. Reads come from agents/review/, writes go through agents/review/annotations.py."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
-from agents import review, selectors, services_review
+from agents import selectors
 from agents.admin.scoping import (
     CoacheeScopedInlineMixin,
     CoacheeScopedMixin,
@@ -42,6 +42,12 @@ from agents.models import (
     Message,
     Turn,
 )
+from agents.review import labels
+from agents.review.annotations import AlreadyLatestError, annotation_add, blackboard_revert, inbox_mark_seen, turns_flag
+from agents.review.export import session_export_rows, turn_export_rows
+from agents.review.overview import coachee_overview, coachee_rows
+from agents.review.queue import QUEUE_REASONS, flagged_summaries, inbox, queue_rows, review_queue
+from agents.review.session import session_review
 from agents.turns import sessions
 
 QUEUE_PAGE = 50
@@ -176,7 +182,7 @@ class CoachingSessionAdmin(ExportCsvMixin, admin.ModelAdmin):
     inlines = [MessageInline]
     readonly_fields = ["last_seq"]
     actions = ["export_csv"]
-    export_rows = staticmethod(review.session_export_rows)
+    export_rows = staticmethod(session_export_rows)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         # Explicit order: a GROUP BY query drops Meta.ordering, and autocomplete paginates this.
@@ -249,7 +255,7 @@ class CoachingSessionAdmin(ExportCsvMixin, admin.ModelAdmin):
     def review_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         session = self._session_or_404(request, object_id)
         open_turn = request.GET.get("turn", "")
-        data = review.session_review(session, open_turn_id=int(open_turn) if open_turn.isdigit() else None)
+        data = session_review(session, open_turn_id=int(open_turn) if open_turn.isdigit() else None)
         return self._page(
             request,
             "session.html",
@@ -272,7 +278,7 @@ class CoachingSessionAdmin(ExportCsvMixin, admin.ModelAdmin):
             raise PermissionDenied
         form = AnnotationReviewForm(request.POST)
         if form.is_valid():
-            annotation = services_review.annotation_add(
+            annotation = annotation_add(
                 turn_id=turn.pk,
                 author_id=_user_id(request),
                 rating=form.cleaned_data["rating"],
@@ -291,7 +297,7 @@ class CoachingSessionAdmin(ExportCsvMixin, admin.ModelAdmin):
         coachees = scoped_coachees(request)
         if scope_for(request).everything:
             coachees = coachees.filter(coaching_sessions__isnull=False).distinct()
-        queue = review.review_queue(self._related_admin(Turn).get_queryset(request))
+        queue = review_queue(self._related_admin(Turn).get_queryset(request))
         query = request.GET.get("q", "").strip()
         # Searched within the sessions this reader may see (the same scope as every coach page).
         readable = selectors.with_first_words(CoachingSession.objects.filter(coachee__in=scoped_coachees(request)))
@@ -301,8 +307,8 @@ class CoachingSessionAdmin(ExportCsvMixin, admin.ModelAdmin):
             request,
             "coachees.html",
             "Your coachees",
-            rows=review.coachee_rows(coachees, queue),
-            inbox=review.inbox(turns, queue, mark.seen_at if mark else None),
+            rows=coachee_rows(coachees, queue),
+            inbox=inbox(turns, queue, mark.seen_at if mark else None),
             drawn_at=timezone.now().isoformat(),
             query=query,
             hits=sessions.transcript_search(sessions=readable, query=query) if query else None,
@@ -318,7 +324,7 @@ class CoachingSessionAdmin(ExportCsvMixin, admin.ModelAdmin):
             drawn_at = None
         if drawn_at is None or drawn_at > timezone.now():
             drawn_at = timezone.now()
-        services_review.inbox_mark_seen(coach_id=coach_id, seen_at=drawn_at)
+        inbox_mark_seen(coach_id=coach_id, seen_at=drawn_at)
         return HttpResponseRedirect(reverse("admin:agents_coachingsession_coachees"))
 
     def coachee_view(self, request: HttpRequest, coachee_id: int) -> HttpResponse:
@@ -331,7 +337,7 @@ class CoachingSessionAdmin(ExportCsvMixin, admin.ModelAdmin):
             request,
             "coachee.html",
             f"Coachee {coachee.get_username()}",
-            overview=review.coachee_overview(coachee),
+            overview=coachee_overview(coachee),
             coachee=coachee,
             can_revert=self._can_revert(request),
         )
@@ -345,7 +351,7 @@ class CoachingSessionAdmin(ExportCsvMixin, admin.ModelAdmin):
             raise PermissionDenied
         try:
             new = blackboard_admin.revert(request, version)
-        except services_review.AlreadyLatestError as exc:
+        except AlreadyLatestError as exc:
             messages.warning(request, str(exc))
         else:
             messages.success(request, f"Reverted: v{new.version} is a copy of v{version.version}. Nothing was deleted.")
@@ -366,7 +372,7 @@ class MessageAdmin(CoacheeScopedMixin, admin.ModelAdmin):
 
     @admin.display(description="text")
     def excerpt(self, obj: Message) -> str:
-        return review.excerpt(obj.text, 100)
+        return labels.excerpt(obj.text, 100)
 
 
 # --- Turns, with the review queue -------------------------------------------------------
@@ -394,7 +400,7 @@ class TurnAdmin(ExportCsvMixin, admin.ModelAdmin):
     inlines = [AgentRunInline, ConflictInline, AnnotationInline]
     readonly_fields = ["user_message", "coach_message", "synth_message", "brief", "critic_result", "context_blackboard"]
     actions = ["export_csv", "flag_for_review"]
-    export_rows = staticmethod(review.turn_export_rows)
+    export_rows = staticmethod(turn_export_rows)
 
     @admin.display(description="coachee", ordering="session__coachee__username")
     def coachee(self, obj: Turn) -> str:
@@ -414,7 +420,7 @@ class TurnAdmin(ExportCsvMixin, admin.ModelAdmin):
 
     @admin.display(description="coachee's message")
     def first_words(self, obj: Turn) -> str:
-        return review.excerpt(obj.user_message.text, 60)
+        return labels.excerpt(obj.user_message.text, 60)
 
     @admin.display(description="needs review")
     def needs_review(self, obj: Turn) -> str:
@@ -432,7 +438,7 @@ class TurnAdmin(ExportCsvMixin, admin.ModelAdmin):
     @admin.action(description="Flag selected turns for review", permissions=["annotate"])
     def flag_for_review(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
         ids = list(self.scoped(request, queryset).values_list("pk", flat=True))
-        flagged = services_review.turns_flag(turn_ids=ids, author_id=_user_id(request), note="Flagged from the list")
+        flagged = turns_flag(turn_ids=ids, author_id=_user_id(request), note="Flagged from the list")
         self.message_user(request, f"Flagged {flagged} turn(s) for review.", messages.SUCCESS)
 
     def get_urls(self) -> list[URLPattern]:
@@ -445,8 +451,8 @@ class TurnAdmin(ExportCsvMixin, admin.ModelAdmin):
         if not self.has_view_permission(request):
             raise PermissionDenied
         reason = request.GET.get("reason", "")
-        reason = reason if reason in review.QUEUE_REASONS else ""
-        queue = review.review_queue(self.get_queryset(request), reason or None)
+        reason = reason if reason in QUEUE_REASONS else ""
+        queue = review_queue(self.get_queryset(request), reason or None)
         page = Paginator(queue, QUEUE_PAGE).get_page(request.GET.get("page"))
         return TemplateResponse(
             request,
@@ -456,13 +462,13 @@ class TurnAdmin(ExportCsvMixin, admin.ModelAdmin):
                 "opts": self.opts,
                 "title": "Review queue",
                 "page": page,
-                "rows": review.queue_rows(page.object_list),
+                "rows": queue_rows(page.object_list),
                 "reason": reason,
-                "reasons": review.QUEUE_REASONS,
+                "reasons": QUEUE_REASONS,
                 "coachees_url": reverse("admin:agents_coachingsession_coachees"),
                 # Session summaries that failed their check with every strategy: not used in
                 # any prompt until a coach looks (the builder shows a transcript excerpt instead).
-                "flagged_summaries": review.flagged_summaries(scoped_coachees(request).values("pk")),
+                "flagged_summaries": flagged_summaries(scoped_coachees(request).values("pk")),
             },
         )
 
@@ -518,9 +524,7 @@ class BlackboardVersionAdmin(CoacheeScopedMixin, admin.ModelAdmin):
         return (scope.everything or scope.is_coach) and self.has_view_permission(request)
 
     def revert(self, request: HttpRequest, version: BlackboardVersion) -> BlackboardVersion:
-        new = services_review.blackboard_revert(
-            coachee_id=version.coachee_id, version_id=version.pk, by_user_id=_user_id(request)
-        )
+        new = blackboard_revert(coachee_id=version.coachee_id, version_id=version.pk, by_user_id=_user_id(request))
         self.log_addition(request, new, [{"added": {"name": f"revert to v{version.version}", "object": str(new)}}])
         return new
 
@@ -532,7 +536,7 @@ class BlackboardVersionAdmin(CoacheeScopedMixin, admin.ModelAdmin):
             return None
         try:
             new = self.revert(request, selected[0])
-        except services_review.AlreadyLatestError as exc:
+        except AlreadyLatestError as exc:
             self.message_user(request, str(exc), messages.WARNING)
             return None
         self.message_user(
@@ -570,7 +574,7 @@ class AnnotationAdmin(SafeAutocompleteMixin, CoacheeScopedMixin, admin.ModelAdmi
 
     @admin.display(description="note")
     def note_excerpt(self, obj: Annotation) -> str:
-        return review.excerpt(obj.note, 80)
+        return labels.excerpt(obj.note, 80)
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # A coach edits their own annotations; others' they can read.
