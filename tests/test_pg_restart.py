@@ -28,9 +28,10 @@ import psycopg
 import pytest
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import connections
+from django.db import connection, connections
 
-from agents.models import AgentRun, Message, Role, RunStatus, Turn
+from agents import pipeline
+from agents.models import Agent, AgentRun, Message, Role, RunStatus, Turn
 from tests.conftest import OUTPUT_DIR, free_port
 from tests.test_process_faults import (
     TEXT,
@@ -102,6 +103,8 @@ class PrivateCluster:
 def private_postgres() -> Iterator[PrivateCluster]:
     if not (PG_BIN / "initdb").exists():
         pytest.skip(f"needs PostgreSQL's initdb and pg_ctl in {PG_BIN} to run a private cluster")
+    if os.geteuid() == 0 and shutil.which("runuser") is None:
+        pytest.skip("as root, needs runuser to run initdb as the postgres user")
     OUTPUT_DIR.mkdir(exist_ok=True)
     directory = Path(tempfile.mkdtemp(prefix="coaching-pg-"))
     if os.geteuid() == 0:
@@ -121,11 +124,9 @@ def private_postgres() -> Iterator[PrivateCluster]:
 
 def _drop_connections() -> None:
     """Close this process's connections and its pool, so the next ones go where the settings say."""
-    from django.db import connections
-
     connections.close_all()
-    for connection in connections.all():
-        close_pool = getattr(connection, "close_pool", None)  # PostgreSQL's backend only
+    for wrapper in connections.all():
+        close_pool = getattr(wrapper, "close_pool", None)  # PostgreSQL's backend only
         if close_pool is not None:
             close_pool()
 
@@ -157,12 +158,16 @@ def reconnect_after_the_test(transactional_db: None) -> Iterator[None]:
     """The main thread's connection (the fixtures' seeds) died in the restart: hand it back
     (the pool discards it) before pytest-django empties the tables on a fresh one."""
     yield
-    from django.db import connections
-
     connections.close_all()
 
 
 # --- The fault ----------------------------------------------------------------------------
+
+
+def direct_connection() -> psycopg.Connection[Any]:
+    """A connection to the test database of its own, outside the ORM and its pool."""
+    db = settings.DATABASES["default"]
+    return psycopg.connect(f"host={db['HOST']} port={db['PORT']} user={db['USER']} dbname={db['NAME']}")
 
 
 def restart(cluster: PrivateCluster, down_s: float) -> None:
@@ -174,8 +179,7 @@ def restart(cluster: PrivateCluster, down_s: float) -> None:
 def stored_rows(convo: Conversation, turn_id: int) -> dict[str, Any]:
     """What the private cluster holds for the session, read on a connection of its own (not the
     ORM's pool): the user's messages, the turn's answer and how each of its agents' runs ended."""
-    db = settings.DATABASES["default"]
-    with psycopg.connect(f"host={db['HOST']} port={db['PORT']} user={db['USER']} dbname={db['NAME']}") as conn:
+    with direct_connection() as conn:
         user_texts = conn.execute(
             f"SELECT text FROM {Message._meta.db_table} WHERE session_id = %s AND role = %s ORDER BY id",
             [convo.session.pk, Role.USER],
@@ -230,3 +234,21 @@ async def test_postgres_restarted_while_the_trio_runs(
         f"\npostgres restarted mid-turn: first turn answered {took:.1f} s after the restart began, "
         f"fallback={first['fallback']}; the next turn delivered; {summary}"
     )
+
+
+def test_an_agent_runs_end_is_written_when_its_connection_died_during_the_model_call(turn: Turn) -> None:
+    """The fix the test above needs, in isolation: a worker's thread holds its connection
+    through the model call, and the server ends it meanwhile."""
+    run = AgentRun.objects.create(turn=turn, agent=Agent.PERSONA)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (pid,) = cursor.fetchone()
+    with direct_connection() as admin:
+        # What a fast shutdown does to every connection: "terminating connection due to
+        # administrator command"; waits until the backend is gone.
+        assert admin.execute("SELECT pg_terminate_backend(%s, 5000)", [pid]).fetchone() == (True,)
+    run.status = RunStatus.SUCCEEDED
+    run.parsed_output = {"kept": True}
+    pipeline._finish_run(run, time.monotonic(), 1, 100, 20, '{"kept": true}', [])
+    run.refresh_from_db()
+    assert (run.status, run.parsed_output, run.attempts) == (RunStatus.SUCCEEDED, {"kept": True}, 1)
