@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from agents import selectors
@@ -335,6 +335,24 @@ FINISHED_RUN_FIELDS = [
 ]
 
 
+def _save_run_end(run: AgentRun) -> None:
+    """Write a run's end; once more if the connection held through the model call died meanwhile
+    (PostgreSQL restarted: a worker's thread keeps its connection for the whole task, see
+    settings.database_from_url). Without the second try the agent's answer was lost and its run
+    left 'running' for ever. Safe to repeat: an UPDATE of this run's own row."""
+    try:
+        with bookkeeping_atomic():
+            run.save(update_fields=FINISHED_RUN_FIELDS)
+    except (OperationalError, InterfaceError):
+        if connection.in_atomic_block:
+            raise  # an enclosing transaction is broken with it: only its owner can start again
+        # The failed transaction's rollback has already swapped the dead connection for one from
+        # the pool (checked on loan); if the server is still down, this raises as before.
+        logger.warning("%s run %s: database error on writing its end, writing it again", run.agent, run.pk)
+        with bookkeeping_atomic():
+            run.save(update_fields=FINISHED_RUN_FIELDS)
+
+
 def _finish_run(
     run: AgentRun,
     started: float,
@@ -351,8 +369,7 @@ def _finish_run(
     run.validation_errors = errors
     run.finished_at = timezone.now()
     run.latency_ms = int((time.monotonic() - started) * 1000)
-    with bookkeeping_atomic():
-        run.save(update_fields=FINISHED_RUN_FIELDS)
+    _save_run_end(run)
     metrics.agent_run_recorded(run)
 
 
@@ -362,8 +379,7 @@ def _record_failure(run: AgentRun, turn: Turn, started: float, error: str, *, at
     run.attempts = attempts
     run.finished_at = timezone.now()
     run.latency_ms = int((time.monotonic() - started) * 1000)
-    with bookkeeping_atomic():
-        run.save(update_fields=FINISHED_RUN_FIELDS)
+    _save_run_end(run)
     metrics.agent_run_recorded(run)
     logger.warning("agent %s failed on turn %s: %s", run.agent, turn.pk, error[:300])
     progress.agent_status_emit(turn=turn, agent=run.agent, state="failed", ms=run.latency_ms)
