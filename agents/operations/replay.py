@@ -19,7 +19,6 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from agents.chat import coach
-from agents.llm import structured
 from agents.llm.client import EndpointSpec, chat_complete
 from agents.llm.errors import LLMError
 from agents.llm.schema import extra_body_for
@@ -39,7 +38,7 @@ from agents.operations.audit import User, audit
 from agents.operations.errors import PromptOpError, short_error
 from agents.pipeline import reply_gate, steps
 from agents.prompts import render_prompt
-from agents.roles import turn_setup
+from agents.roles import structured, turn_setup
 from agents.roles.schemas import OUTPUT_SCHEMAS
 from agents.safety import quality
 from agents.selectors import turn_number
