@@ -232,7 +232,7 @@ def socket_turn(sock: CoacheeSocket, turn_id: int, sent_at: float, record: TurnR
             record.first_token_s = round(at - sent_at, 3)
         if kind == "coach.delta":
             offset = int(event.get("offset", 0))
-            # Pieces overlap after a resume: keep what extends the text (as chat.js does).
+            # Pieces overlap after a resume: keep what extends the text (as static/chat/order.js does).
             if offset <= len(streamed) and offset + len(text) > len(streamed):
                 streamed += text[len(streamed) - offset :]
         elif kind == "coach.snapshot" and len(text) > len(streamed):

@@ -265,7 +265,7 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     # Hashed, compressed names in production; plain files when no collectstatic ran (tests).
     "staticfiles": {
-        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        "BACKEND": "coaching_site.storage.ModuleAwareStaticFilesStorage"
         if env_bool("DJANGO_STATIC_MANIFEST", True)
         else "django.contrib.staticfiles.storage.StaticFilesStorage"
     },

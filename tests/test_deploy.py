@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,6 +34,30 @@ def test_check_deploy_passes_with_production_settings() -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
+
+
+def test_collected_page_modules_import_each_other_by_hashed_name(tmp_path: Path) -> None:
+    """After collectstatic with the production storage, every `import … from "./x.js"` in the
+    chat page's modules names a hashed file that exists: a browser never pairs a new main.js
+    with a module cached from the release before."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "coaching_site.settings", "DJANGO_STATIC_ROOT": str(tmp_path)}
+    env.update(DATABASE_POOL_MAX_SIZE="0", DJANGO_STATIC_MANIFEST="1")  # the test settings turn hashing off
+    result = subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    hashed = [p for p in (tmp_path / "chat").glob("*.*.js") if re.fullmatch(r"\w+\.[0-9a-f]{12}\.js", p.name)]
+    assert any(p.name.startswith("main.") for p in hashed)
+    imports = [name for p in hashed for name in re.findall(r'from "\./([^"]+)"', p.read_text())]
+    assert imports, "the chat page's modules import nothing: is main.js still a module?"
+    for name in imports:
+        assert re.fullmatch(r"\w+\.[0-9a-f]{12}\.js", name), f"{name} is imported by its plain name"
+        assert (tmp_path / "chat" / name).exists()
 
 
 def test_check_deploy_fails_with_the_development_key() -> None:
