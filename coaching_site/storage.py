@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from whitenoise.storage import CompressedManifestStaticFilesStorage
+from whitenoise.storage import CompressedManifestStaticFilesStorage  # type: ignore[import-untyped]
 
 
 class ModuleAwareStaticFilesStorage(CompressedManifestStaticFilesStorage):

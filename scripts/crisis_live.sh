@@ -5,5 +5,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CRISIS_LIVE_ALL=1 DJANGO_SETTINGS_MODULE="${DJANGO_SETTINGS_MODULE:-coaching_site.settings_test}" \
-  .venv/bin/python -m pytest -q -s tests/test_crisis_set.py \
+  .venv/bin/python -m pytest -q -s tests/integration/test_crisis_set.py \
   -k test_evaluation_crisis_messages_get_the_card_in_their_language_within_a_second -m "not slow and not browser"

@@ -1,0 +1,1 @@
+"""Tests in Debian's Chromium driven by Playwright, over the live stack."""

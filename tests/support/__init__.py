@@ -1,0 +1,1 @@
+"""What tests share: the live stack, factories, fixtures for every test folder, the browser."""

@@ -1,0 +1,219 @@
+"""The live stack: real Daphne and Celery worker processes on the test database and the test
+Redis databases, and a WebSocket client for it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import redis
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from agents.llm.simulator.server import SimulatorServer
+from agents.models import (
+    CoachingSession,
+)
+from agents.turns.sessions import session_start
+from tests.support.people import make_coachee
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+VENV_BIN = Path(sys.executable).parent
+
+
+OUTPUT_DIR = ROOT / "test-output"
+
+
+# Prometheus reads the live stack's /metrics with this (tests/test_metrics.py).
+METRICS_TOKEN = "test-metrics-token-0123456789"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class LiveStack:
+    http_url: str
+    ws_url: str
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    logs: list[Path] = field(default_factory=list)
+    metrics_dir: Path | None = None
+
+    def log_tail(self, lines: int = 60) -> str:
+        out = []
+        for path in self.logs:
+            text = path.read_text(errors="replace").splitlines()[-lines:]
+            out.append(f"--- {path.name}\n" + "\n".join(text))
+        return "\n".join(out)
+
+    def dump_state(self, label: str) -> str:
+        """What each process is doing and what PostgreSQL is waiting on, for a test that gave up
+        waiting on the stack: a rare stall leaves evidence (also in test-output/<label>-state.txt)."""
+        parts = []
+        py_spy = VENV_BIN / "py-spy"
+        for proc, log in zip(self.processes, self.logs, strict=True):
+            dump = subprocess.run(
+                [str(py_spy), "dump", "--pid", str(proc.pid)], capture_output=True, text=True, check=False, timeout=30
+            )
+            parts.append(f"--- py-spy dump of {log.stem} ({proc.pid})\n")
+            parts.append(dump.stdout or dump.stderr)
+        with psycopg.connect(stack_env()["DATABASE_URL"]) as conn:
+            rows = conn.execute(
+                "SELECT pid, state, wait_event_type, wait_event, now() - xact_start, left(query, 160)"
+                " FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                " AND state <> 'idle' ORDER BY xact_start"
+            ).fetchall()
+        parts.append("--- PostgreSQL sessions not idle\n" + "\n".join(" | ".join(map(str, row)) for row in rows))
+        text = "\n".join(parts)
+        (OUTPUT_DIR / f"{label}-state.txt").write_text(text)
+        return text
+
+
+def wait_http(url: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with suppress(OSError), urllib.request.urlopen(url, timeout=1) as response:  # noqa: S310 (local server)
+            if response.status == 200:
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"{url} did not answer within {timeout_s} s")
+
+
+def wait_worker(env: dict[str, str], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        ping = subprocess.run(
+            [str(VENV_BIN / "celery"), "-A", "coaching_site", "inspect", "ping", "--timeout", "1"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=ROOT,
+        )
+        if ping.returncode == 0 and "pong" in ping.stdout:
+            return
+        time.sleep(0.5)
+    raise RuntimeError("the Celery worker did not answer pings")
+
+
+def stack_env(**overrides: str) -> dict[str, str]:
+    db = settings.DATABASES["default"]
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "coaching_site.settings_test",
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST'] or 'localhost'}:{db['PORT'] or 5432}/{db['NAME']}",
+        "PYTHONUNBUFFERED": "1",
+    }
+    env.update(overrides)
+    return env
+
+
+def flush_test_redis() -> None:
+    base = settings.REDIS_DB_BASE
+    for offset in range(4):
+        redis.Redis.from_url(f"{settings.REDIS_URL}/{base + offset}").flushdb()
+
+
+def stop_stack(stack: LiveStack) -> None:
+    for proc in stack.processes:
+        with suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+    for proc in stack.processes:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def wait_until_quiet(sim: SimulatorServer, timeout_s: float = 30) -> None:
+    """Let work a test left behind (a stopped turn's agents) finish before the tables are
+    truncated under it: no model call in flight, twice in a row."""
+    deadline = time.monotonic() + timeout_s
+    quiet = 0
+    while time.monotonic() < deadline and quiet < 2:
+        in_flight = [c for c in sim.calls() if c.get("finished_at") is None]
+        quiet = 0 if in_flight else quiet + 1
+        time.sleep(0.3)
+
+
+def login_cookie(username: str, password: str) -> str:
+    # force_login: login throttling (django-axes) needs the request, which Client.login() does
+    # not pass; browser tests log in through the real form instead.
+    client = Client()
+    client.force_login(get_user_model().objects.get(username=username))
+    return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+
+
+class ChatClient:
+    """A real WebSocket client (the `websockets` package) speaking the chat protocol."""
+
+    def __init__(self, stack: LiveStack, session: CoachingSession, cookie: str) -> None:
+        self.url = f"{stack.ws_url}/ws/sessions/{session.pk}/"
+        self.origin = stack.http_url
+        self.cookie = cookie
+        self.events: list[dict[str, Any]] = []
+        self.ws: Any = None
+
+    async def __aenter__(self) -> ChatClient:
+        from websockets.asyncio.client import connect
+        from websockets.typing import Origin
+
+        self.ws = await connect(self.url, origin=Origin(self.origin), additional_headers={"Cookie": self.cookie})
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.ws.close()
+
+    async def send(self, frame: dict[str, Any] | str) -> None:
+        await self.ws.send(frame if isinstance(frame, str) else json.dumps(frame))
+
+    async def next_event(self, timeout_s: float = 30) -> dict[str, Any]:
+        event: dict[str, Any] = json.loads(await asyncio.wait_for(self.ws.recv(), timeout_s))
+        self.events.append(event)
+        return event
+
+    async def until(self, predicate: Callable[[dict[str, Any]], bool], timeout_s: float = 60) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"no matching event; saw {[e['type'] for e in self.events]}")
+            event = await self.next_event(remaining)
+            if predicate(event):
+                return event
+
+
+def which(name: str) -> str | None:
+    return shutil.which(name)
+
+
+async def run_turn(stack: LiveStack, text: str = "I keep planning to run and never do.") -> tuple[Any, ChatClient]:
+    user = await sync_to_async(make_coachee)()
+    session = await sync_to_async(session_start)(user_id=user.pk)
+    cookie = await sync_to_async(login_cookie)("coachee", "pw-for-tests-1")
+    client = ChatClient(stack, session, cookie)
+    await client.__aenter__()
+    await client.send({"type": "user.message", "client_id": "c-1", "text": text})
+    return session, client

@@ -1,0 +1,372 @@
+"""The crisis pre-gate's two layers measured on the evaluation set, the classifier's own
+behaviour (normalisation, session context, explanation, cache), and bad input at accept.
+
+The evaluation set (tests/data/crisis_eval_*.tsv) is apart from the training set
+(agents/safety/data/training.tsv); see the README for how each was made.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agents.models import CrisisPattern, Escalation, Message, Role, Turn
+from agents.safety import classifier, evaluation, pregate, reading
+from agents.turns import accept, sessions
+from tests.support.people import make_coachee
+
+pytestmark = pytest.mark.django_db
+
+# The goal is recall 98 % and false positives 3 % in every language; these floors are what the
+# layers reach on the evaluation set today (README, "Crisis safety"), so a change that loses
+# ground fails here. Never met by editing the evaluation set.
+MIN_RECALL = 0.98
+MAX_FALSE_POSITIVES = 0.03
+MIN_RECALL_PER_LANGUAGE = 0.98
+MAX_FALSE_POSITIVES_PER_LANGUAGE = 0.05
+
+EVAL = evaluation.load_eval_set()
+
+
+def _normalised(text: str) -> str:
+    return reading.normalise(text)
+
+
+def test_the_evaluation_set_is_big_enough_apart_from_training_and_varied() -> None:
+    counts = Counter((row.lang, row.label) for row in EVAL)
+    for lang in evaluation.LANGUAGES:
+        assert counts[(lang, "crisis")] >= 60, lang
+        assert counts[(lang, "everyday")] >= 60, lang
+    categories = Counter(row.category for row in EVAL)
+    for category in ("ideation", "plan", "self_harm", "means", "eating", "abuse"):
+        assert categories[category] >= 30, category
+    for hard in ("idiom", "news", "medication", "fiction", "coach"):
+        assert categories[hard] >= 30, hard
+    _, _, training = classifier.read_training_data()
+    held_out = evaluation.load_eval_set(pattern="crisis_holdout.tsv")
+    blind = evaluation.load_eval_set(pattern="crisis_blind.tsv")
+    overlap = {_normalised(t) for t in training} & {_normalised(row.text) for row in EVAL + held_out + blind}
+    assert overlap == set()
+
+
+def test_recall_and_false_positives_on_the_evaluation_set(seeded: None) -> None:
+    patterns = pregate.active_crisis_patterns()  # as the migrations seed them
+    report = evaluation.evaluate(EVAL, lambda text: pregate.assess(text, patterns))
+    print("\n" + evaluation.format_report(report))
+    print("missed: " + "; ".join(f"[{r.lang}/{r.category}] {r.text}" for r in report.missed))
+    print("flagged: " + "; ".join(f"[{r.lang}/{r.category}] {r.text}" for r in report.flagged))
+    assert report.recall["all"].rate >= MIN_RECALL
+    assert report.false_positives["all"].rate <= MAX_FALSE_POSITIVES
+    for lang in evaluation.LANGUAGES:
+        assert report.recall[lang].rate >= MIN_RECALL_PER_LANGUAGE, lang
+        assert report.false_positives[lang].rate <= MAX_FALSE_POSITIVES_PER_LANGUAGE, lang
+
+
+@pytest.mark.parametrize(
+    ("written", "plain"),
+    [
+        ("s\u200bu\u200di\u2060cide", "suicide"),  # zero-width characters inside the word
+        ("Sélbstmörd", "selbstmord"),
+        ("k1ll mys3lf", "kill myself"),
+        ("e\u0301nd i\u0300t", "end it"),  # combining accents
+    ],
+)
+def test_normalisation_undoes_what_hides_a_word(written: str, plain: str) -> None:
+    assert reading.normalise(written) == plain
+
+
+def test_russian_in_either_script_reads_alike() -> None:
+    cyrillic = classifier.model_text("Я не хочу больше жить")
+    latin = classifier.model_text("ya ne khochu bol'she zhit'")
+    assert cyrillic == latin == "ia ne hochu bolshe zhit"
+
+
+def test_a_cyrillic_pattern_matches_transliterated_russian() -> None:
+    patterns = [(1, "ru", r"\bне хочу (больше )?жить\b", "suicide")]
+    assert pregate.pregate("ne hochu bolshe zhit", patterns) is not None
+    assert pregate.pregate("не хочу больше жить", patterns) is not None
+    assert pregate.pregate("хочу больше жить", patterns) is None
+
+
+def test_a_keyword_does_not_count_in_news_but_a_first_person_phrase_does() -> None:
+    patterns = [(1, "en", r"\bsuicid", "suicide"), (2, "en", r"\bwant to die\b", "suicide")]
+    assert pregate.pregate("An article about suicide rates among farmers", patterns) is None
+    assert pregate.pregate("I read an article about suicide and I want to die", patterns) is not None
+    assert pregate.pregate("I keep thinking about suicide", patterns) is not None
+
+
+def test_the_classifier_explains_itself() -> None:
+    hit = classifier.classify("i want to end my life tonight, i have decided")
+    assert hit is not None
+    assert hit.score >= classifier.THRESHOLD
+    assert hit.features
+    assert all(isinstance(f, str) for f in hit.features)
+    assert classifier.classify("can we plan my week so there is time for the gym") is None
+
+
+def test_the_embedding_carries_meaning_the_ngrams_do_not_share() -> None:
+    # Indirect wording in two languages; the embedding's share must push towards crisis.
+    for text in (
+        "lately i have been giving my things away and i wrote a letter to each of my friends",
+        "я раздала свои вещи и написала всем письма, так им будет проще",
+    ):
+        score = classifier.detector().score(text)
+        assert score.meaning > 0, text
+    everyday = classifier.detector().score("can we look at my calendar and find two slots for deep work")
+    assert everyday.meaning < 0
+
+
+def test_text_in_no_script_of_the_products_languages_is_not_scored() -> None:
+    rng = random.Random(7)
+    noise = "".join(chr(rng.randrange(0x20, 0xD7FF)) for _ in range(4000))
+    assert not classifier.readable(noise)
+    assert classifier.classify(noise) is None
+    assert classifier.readable("я больше не могу так жить 😔")
+    assert classifier.readable("Je n'en peux plus, vraiment.")
+
+
+def test_a_long_message_embeds_only_its_most_worrying_pieces(monkeypatch: Any) -> None:
+    embedded: list[str] = []
+    real_embed = classifier.embed
+
+    def counting(texts: Any) -> Any:
+        embedded.extend(texts)
+        return real_embed(texts)
+
+    monkeypatch.setattr(classifier, "embed", counting)
+    filler = "We talked about the quarterly plan and how I want to structure my mornings. " * 12
+    crisis = "I have decided to end my life tonight, I have the pills ready. "
+    hit = classifier.classify(filler + crisis + filler)
+    assert len(embedded) <= classifier.EMBED_CHUNKS
+    assert any("end my life" in piece for piece in embedded)
+    assert hit is not None
+
+
+EVERYDAY_SHORT = [
+    line
+    for line in (Path(__file__).parents[1] / "data" / "everyday_short.txt").read_text(encoding="utf-8").splitlines()
+    if line and not line.startswith("#")
+]
+
+
+def test_short_everyday_lines_never_bring_the_card(seeded: None) -> None:
+    # "Tell me everything." once scored 0.95 "suicide" on first-person n-grams alone.
+    patterns = pregate.active_crisis_patterns()
+    flagged = [text for text in EVERYDAY_SHORT if pregate.assess(text, patterns) is not None]
+    assert flagged == []
+    _, _, training = classifier.read_training_data()
+    assert not {_normalised(t) for t in training} & {_normalised(t) for t in EVERYDAY_SHORT}
+
+
+def test_the_classifier_leaves_a_short_message_to_the_patterns() -> None:
+    four_words = "i want to die"
+    assert len(four_words.split()) < classifier.MIN_WORDS
+    assert classifier.classify(four_words) is None
+    assert pregate.pregate(four_words, evaluation.seeded_patterns()) is not None
+
+
+class _Scores:
+    """A detector with fixed scores by text, to check the decision rule itself."""
+
+    def __init__(self, scores: dict[str, classifier.Score]) -> None:
+        self.scores = scores
+
+    def score(self, text: str, *, explain: bool = True) -> classifier.Score:
+        return self.scores[text]
+
+
+def test_a_means_question_weighs_more_after_distress_earlier_in_the_session(monkeypatch: Any) -> None:
+    between = (classifier.THRESHOLD + classifier.THRESHOLD_AFTER_DISTRESS) / 2
+    fake = _Scores(
+        {
+            "which bridges are higher than 25 m": classifier.Score(between, "means", 0.7, ["bridg"]),
+            "i lost my job today": classifier.Score(0.1, "suicide", classifier.DISTRESS_IN_CONTEXT + 0.1),
+            "nice weather": classifier.Score(0.0, "suicide", 0.0),
+            "a vague worry": classifier.Score(between, "suicide", 0.7),
+        }
+    )
+    monkeypatch.setattr(classifier, "detector", lambda: fake)
+    assert classifier.classify("which bridges are higher than 25 m") is None
+    assert classifier.classify("which bridges are higher than 25 m", ["nice weather"]) is None
+    hit = classifier.classify("which bridges are higher than 25 m", ["nice weather", "i lost my job today"])
+    assert hit is not None
+    assert hit.category == "means"
+    assert hit.context > classifier.DISTRESS_IN_CONTEXT
+    # Context lowers the bar for questions about means or not eating/drinking, not for everything.
+    assert classifier.classify("a vague worry", ["i lost my job today"]) is None
+
+
+def test_the_session_history_reaches_the_detector(seeded: None, monkeypatch: Any) -> None:
+    seen: list[list[str] | None] = []
+    monkeypatch.setattr(classifier, "classify", lambda text, history=None: seen.append(history))
+    user, session = _session()
+    for index, text in enumerate(["first", "second", "third", "fourth", "fifth"]):
+        _accept(user, session, text, f"c-{index}")
+    assert seen[0] == []
+    assert seen[-1] == ["fourth", "third", "second"]  # the last three, newest first
+
+
+def test_the_fitted_model_is_cached_by_the_training_datas_hash(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setenv("COACHING_CACHE_DIR", str(tmp_path))
+    data = tmp_path / "training.tsv"
+    data.write_text(classifier.TRAINING_FILES[0].read_text(encoding="utf-8"), encoding="utf-8")
+    classifier.load_or_train([data])
+    cached = list((tmp_path / "crisis-model").glob("*.joblib"))
+    assert [p.stem for p in cached] == [classifier.training_digest([data])]
+    started = time.perf_counter()
+    classifier.load_or_train([data])  # from the cache
+    assert time.perf_counter() - started < 5
+    data.write_text(data.read_text(encoding="utf-8") + "en\tnone\tone more everyday line\n", encoding="utf-8")
+    classifier.load_or_train([data])
+    assert len(list((tmp_path / "crisis-model").glob("*.joblib"))) == 2
+
+
+# --- Accept: the layer that fired is recorded; bad input is stored, never an error ----------
+
+
+def _session(locale: str = "en") -> tuple[Any, Any]:
+    user = make_coachee(f"c-{random.randrange(10**9)}")
+    return user, sessions.session_start(user_id=user.pk, locale=locale)
+
+
+def _accept(user: Any, session: Any, text: str, client_id: str = "c-1") -> Turn:
+    result = accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id=client_id, text=text)
+    return Turn.objects.get(pk=result.turn_id)
+
+
+def test_the_turn_records_the_pattern_that_fired(seeded: None) -> None:
+    user, session = _session("pt")
+    turn = _accept(user, session, "não quero mais viver")
+    assert turn.escalation == Escalation.CRISIS
+    signal = turn.crisis_signal
+    assert signal is not None
+    assert signal["layer"] == "pattern"
+    pattern = CrisisPattern.objects.get(pk=signal["pattern_id"])
+    assert pattern.locale == "pt"
+    reply = turn.coach_message
+    assert reply is not None
+    assert reply.text == pregate.crisis_reply("pt")
+
+
+def test_the_turn_records_the_classifier_when_no_pattern_fired(seeded: None) -> None:
+    CrisisPattern.objects.update(active=False)
+    user, session = _session()
+    turn = _accept(user, session, "i want to end my life tonight, i have decided")
+    assert turn.crisis_signal is not None
+    assert turn.crisis_signal["layer"] == "classifier"
+    assert turn.crisis_signal["score"] >= classifier.THRESHOLD
+    assert turn.crisis_signal["features"]
+    assert "classifier" in turn.flag_reason
+
+
+def test_abuse_is_refer_with_abuse_lines_unless_danger_is_immediate(seeded: None) -> None:
+    user, session = _session("de")
+    turn = _accept(user, session, "Ich habe Angst nach Hause zu gehen, er schlägt mich")
+    assert turn.crisis_signal is not None
+    assert turn.crisis_signal["category"] == "abuse"
+    assert turn.escalation == Escalation.REFER
+    assert turn.coach_message is not None
+    assert turn.coach_message.text == pregate.crisis_reply("de", "abuse")
+    turn = _accept(user, session, "er steht mit einem Messer vor der Tür und schreit, er bringt mich um", "c-2")
+    assert turn.escalation == Escalation.CRISIS
+
+
+def _bad_inputs() -> list[str]:
+    rng = random.Random(14)
+    random_unicode = "".join(
+        chr(rng.choice([rng.randrange(0x20, 0xD7FF), rng.randrange(0xE000, 0xFFFD)])) for _ in range(4000)
+    )
+    mixed = "".join(rng.choice(["привет ", "hello ", "مرحبا ", "你好 ", "γειά ", "שלום "]) for _ in range(700))[:4000]
+    zwj = ("👩\u200d👩\u200d👧\u200d👦" * 600)[:4000]
+    combining = ("a" + "\u0301\u0308\u0327" * 20) * 60
+    long_word = "x" * 4000
+    emoji = "😭" * 4000
+    return [random_unicode, mixed, zwj, combining[:4000], long_word, emoji]
+
+
+@pytest.mark.parametrize("index", range(6))
+def test_bad_input_is_stored_with_no_error(seeded: None, index: int) -> None:
+    text = _bad_inputs()[index]
+    user, session = _session()
+    turn = _accept(user, session, text)
+    stored = Message.objects.get(pk=turn.user_message_id)
+    assert stored.text == text
+    assert stored.role == Role.USER
+
+
+def test_coaches_see_which_layer_fired_and_operators_see_each_numbers_source(seeded: None) -> None:
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+    from django.urls import reverse
+
+    from agents.review.session import session_review
+
+    user, session = _session("ru")
+    turn = _accept(user, session, "ya ne hochu bolshe zhit")
+    shown = session_review(session)
+    assert turn.crisis_signal is not None
+    assert f"pattern #{turn.crisis_signal['pattern_id']}" in shown.turns[0].crisis_signal
+    admin = get_user_model().objects.create_superuser("root", "root@example.org", "pw-for-tests-1")
+    client = Client()
+    client.force_login(admin)
+    page = client.get(reverse("admin:agents_crisisresource_changelist") + "?locale=ru")
+    assert b"https://telefon-doveria.ru" in page.content
+
+
+# --- Batch 4 (concept patterns): what their guards keep out, and what they still take ---------
+# Lines written for these tests, not drawn from any evaluation set.
+CONCEPT_GUARDED = [
+    "I hope my phone doesn't die before the meeting",
+    "this is my last message for today, talk tomorrow",
+    "essa é minha última mensagem hoje, tô indo pra reunião",
+    "demain je vais en finir avec ce dossier",
+    "hoy me mato en el gimnasio y luego ceno",
+    "voy a terminar con todo el papeleo esta tarde",
+    "I don't want to live in London anymore, the rent is crazy",
+    "мне надоело жить в съёмной квартире",
+    "ich will heute Schluss machen mit ihm, er betrügt mich seit Monaten",
+    "j'ai peur de lui dire que je démissionne",
+    "she beat me at chess again",
+    "I'm going to bungee jump from a bridge this summer",
+    "I want to wake up early tomorrow and not miss the gym",
+]
+CONCEPT_CAUGHT = [
+    ("i really hope i just don't wake up tomorrow", "suicide"),
+    ("decided i'm going to end it tonight after everyone is asleep", "suicide"),
+    ("how many of my sleeping pills would be a lethal amount", "means"),
+    ("quais pontes da cidade têm mais de 30 metros", "means"),
+    ("хочу уснуть навсегда и чтобы никто не трогал", "suicide"),
+    ("ich horte schon länger Schlaftabletten in der Schublade", "means"),
+    ("je ne mérite pas de manger aujourd'hui", "eating"),
+    ("mi novio me pega cuando bebe", "abuse"),
+    ("ya no quiero seguir viviendo así, estoy cansada de existir", "suicide"),
+]
+
+
+@pytest.mark.parametrize("text", CONCEPT_GUARDED)
+def test_a_concept_patterns_guard_keeps_everyday_wording_out(text: str) -> None:
+    assert pregate.pregate(text, evaluation.seeded_patterns()) is None
+
+
+@pytest.mark.parametrize(("text", "category"), CONCEPT_CAUGHT)
+def test_a_concept_pattern_takes_wording_no_phrase_was_written_for(text: str, category: str) -> None:
+    match = pregate.pregate(text, evaluation.seeded_patterns())
+    assert match is not None
+    assert match.category == category
+
+
+def test_a_latin_pattern_never_reads_the_russian_skeleton() -> None:
+    # On the skeleton "hoje" is "hoie", so the guard "(?! hoje)" would not hold there.
+    patterns = [(1, "pt", r"\bminha ultima mensagem\b(?! hoje)", "suicide")]
+    assert pregate.pregate("essa é minha última mensagem hoje", patterns) is None
+    assert pregate.pregate("essa é minha última mensagem", patterns) is not None
+
+
+def test_the_re2_preselection_reads_nested_guards_and_counted_gaps() -> None:
+    loosened = pregate._loosened(r"\bhow (many|much)\b.{0,50}\b(die(?! (of|on (this|that) hill)))\b")
+    assert loosened == "how (many|much).*(die)"
