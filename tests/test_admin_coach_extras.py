@@ -14,7 +14,7 @@ from django.utils.html import escape
 from agents import privacy
 from agents.llm.simulator.server import SimulatorServer
 from agents.models import Escalation, Turn
-from agents.pipeline import steps
+from agents.pipeline import runner
 from tests.test_admin_coach import build_conversation, logged_in, make_coach
 from tests.test_prompt_ops import on_sim, stored_turn  # noqa: F401 (on_sim: a fixture)
 
@@ -55,7 +55,7 @@ def test_the_session_review_shows_the_exact_prompt_each_agent_was_sent(
 
     opened = client.get(url, {"turn": turn.pk}).content.decode()
     assert run.prompt_version is not None
-    sent = steps.instructions_for(run.prompt_version.body, run.prompt_values, run.extra_instructions)
+    sent = runner.instructions_for(run.prompt_version.body, run.prompt_values, run.extra_instructions)
     assert escape(sent) in opened  # the agent's own part, as it was sent
     assert escape(turn.shared_prompt) in opened  # and the shared part, once
     assert "PROMPT-CANARY" in turn.shared_prompt

@@ -1,6 +1,6 @@
 """Operators' services (agents/operations/) and the configuration checks: drafts and their
 placeholders, activation and rollback, diffs, replays of a draft on stored runs through the
-real pipeline.steps.agent_run_replay against the simulated server, and the endpoint connection test."""
+real pipeline.replay.agent_run_replay against the simulated server, and the endpoint connection test."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ from agents.operations.evaluation import (
     replay_score,
 )
 from agents.pipeline import steps
+from agents.pipeline.runner import instructions_for
 from agents.turns import accept, dispatch, sessions
 from tests.conftest import free_port, make_coachee, point_agents_at
 
@@ -100,7 +101,7 @@ def snapshot(run: AgentRun) -> tuple[Any, ...]:
 def sent_sha(run: AgentRun, body: str) -> str:
     """What a call with `body` on this run's stored inputs sends, as the simulator logs it."""
     shared = SharedContext(text=run.turn.shared_prompt, tokens=0, message_ids=[])
-    return messages_sha(agent_messages(shared, steps.instructions_for(body, run.prompt_values, run.extra_instructions)))
+    return messages_sha(agent_messages(shared, instructions_for(body, run.prompt_values, run.extra_instructions)))
 
 
 @pytest.fixture
