@@ -15,7 +15,7 @@ from agents.chat import throttle
 from agents.llm import breaker, limits
 from agents.llm.simulator.server import SimulatorServer
 from agents.models import Turn
-from agents.pipeline import steps
+from agents.pipeline import runner
 from agents.roles import turn_setup
 from agents.turns import accept, dispatch, sessions
 from tests.support.config import point_agents_at, seed_defaults
@@ -175,4 +175,4 @@ def turn(seeded: None, sim: SimulatorServer, monkeypatch: pytest.MonkeyPatch) ->
     accepted = accept.turn_accept(
         session_id=session.pk, user_id=user.pk, client_id="c-1", text="I keep skipping my runs."
     )
-    return steps.load_turn(accepted.turn_id)
+    return runner.load_turn(accepted.turn_id)

@@ -41,7 +41,7 @@ from agents.models import (
 )
 from agents.observability import hooks as observe
 from agents.pipeline import reply_gate
-from agents.pipeline.steps import catalog_text, load_turn, turn_shared_context
+from agents.pipeline.runner import catalog_text, load_turn, turn_shared_context
 from agents.prompts import render_prompt
 from agents.roles import turn_setup
 from agents.roles.structured import request_headers

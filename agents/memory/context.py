@@ -24,7 +24,7 @@ by its merge rules). Only verified summaries stand in for a session; a session w
 is shown as a short transcript excerpt, so nothing is silently lost.
 
 The builder runs a fixed number of queries whatever the number of earlier sessions or
-messages (every fetch has a limit), and runs once per turn (pipeline.steps.turn_shared_context).
+messages (every fetch has a limit), and runs once per turn (pipeline.runner.turn_shared_context).
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 if TYPE_CHECKING:
-    from agents.pipeline.steps import JsonCallResult
+    from agents.pipeline.runner import JsonCallResult
 
 WORKFLOW_NAME = "coaching_turn"
 _tracer: trace.Tracer | None = None
@@ -160,7 +160,7 @@ def _agent_attributes(agent: str, turn_id: int, round: int) -> dict[str, Any]:
 
 
 def traced_agent_run(func: Callable[..., JsonCallResult]) -> Callable[..., JsonCallResult]:
-    """`invoke_agent {name}` around one JSON agent's run (pipeline.steps.run_json_agent); its model
+    """`invoke_agent {name}` around one JSON agent's run (pipeline.runner.run_json_agent); its model
     calls, made in the same thread, become its children."""
 
     @functools.wraps(func)

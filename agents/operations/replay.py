@@ -36,7 +36,8 @@ from agents.models import (
 )
 from agents.operations.audit import User, audit
 from agents.operations.errors import PromptOpError, short_error
-from agents.pipeline import reply_gate, steps
+from agents.pipeline import reply_gate
+from agents.pipeline.replay import UntrustedEndpointError, agent_run_replay
 from agents.prompts import render_prompt
 from agents.roles import structured, turn_setup
 from agents.roles.schemas import OUTPUT_SCHEMAS
@@ -279,7 +280,7 @@ def _replayable_runs(version: PromptVersion, run_ids: Sequence[int]) -> list[Age
 
 
 def replay_one(version: PromptVersion, run: AgentRun, *, timeout_s: float) -> ReplayRow:
-    """`version` on one stored run's inputs (pipeline.agent_run_replay); writes nothing."""
+    """`version` on one stored run's inputs (pipeline.replay.agent_run_replay); writes nothing."""
     row = _row_for(run)
     if timeout_s < structured.MIN_CALL_SECONDS:
         row.new_failure = "not run: the replay's time limit was reached"
@@ -287,7 +288,7 @@ def replay_one(version: PromptVersion, run: AgentRun, *, timeout_s: float) -> Re
     if run.agent == Agent.COACH:
         return _coach_replay(version, run, row, timeout_s=timeout_s)
     try:
-        result = steps.agent_run_replay(run=run, prompt_body=version.body, timeout_s=timeout_s)
+        result = agent_run_replay(run=run, prompt_body=version.body, timeout_s=timeout_s)
     except (KeyError, ValueError, AgentConfig.DoesNotExist) as exc:
         row.new_failure = f"cannot be replayed: {exc}"
         return row
@@ -315,7 +316,7 @@ def _coach_replay(version: PromptVersion, run: AgentRun, row: ReplayRow, *, time
         return row
     config = AgentConfig.objects.select_related("endpoint").get(agent=Agent.COACH)
     if not config.endpoint.trusted_for_coachee_data:  # checked again here: trust may change after queuing
-        row.new_failure = f"cannot be replayed: {steps.UntrustedEndpointError(config.endpoint.name)}"
+        row.new_failure = f"cannot be replayed: {UntrustedEndpointError(config.endpoint.name)}"
         return row
     spec = EndpointSpec.from_endpoint(config.endpoint)
     shared = SharedContext(text=turn.shared_prompt, tokens=0, message_ids=[])

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from agents.models import AgentRun
-from agents.pipeline.steps import instructions_for
+from agents.pipeline.runner import instructions_for
 from agents.rendering import markdown_to_safe_html
 from agents.review.charts import OceanChart, format_ms, ocean_chart
 from agents.review.labels import MoveName, moves_named, run_label

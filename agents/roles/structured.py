@@ -1,7 +1,7 @@
 """One structured (JSON) model call: the schema sent for constrained decoding, bounded retries
 for transient errors, validation in Python and one second attempt for an invalid answer.
 
-Used by the turn's JSON agents (pipeline.steps.run_json_agent), operators' replays (operations.replay) and
+Used by the turn's JSON agents (pipeline.runner.run_json_agent), operators' replays (operations.replay) and
 the summaries (compaction). Records nothing: the callers record what they need.
 """
 

@@ -144,7 +144,7 @@ def crisis_answer(*, turn: Turn, signal: pregate.CrisisSignal) -> None:
     """Crisis language: the resources card and a fixed calm reply now, no model involved.
 
     The reply takes Coach's place (Coach does not run); the canvas still runs, and Synth
-    gets a crisis brief whatever Stability says (pipeline.steps.arbitration_for). Abuse without
+    gets a crisis brief whatever Stability says (pipeline.brief.arbitration_for). Abuse without
     immediate danger is escalated to refer, with the domestic-violence lines first.
     """
     turn.escalation = signal.level

@@ -31,7 +31,7 @@ from django.conf import settings
 from django.db import connection, connections
 
 from agents.models import Agent, AgentRun, Message, Role, RunStatus, Turn
-from agents.pipeline import steps
+from agents.pipeline import runner
 from tests.support.faults import (
     TEXT,
     Conversation,
@@ -249,6 +249,6 @@ def test_an_agent_runs_end_is_written_when_its_connection_died_during_the_model_
         assert admin.execute("SELECT pg_terminate_backend(%s, 5000)", [pid]).fetchone() == (True,)
     run.status = RunStatus.SUCCEEDED
     run.parsed_output = {"kept": True}
-    steps._finish_run(run, time.monotonic(), 1, 100, 20, '{"kept": true}', [])
+    runner._finish_run(run, time.monotonic(), 1, 100, 20, '{"kept": true}', [])
     run.refresh_from_db()
     assert (run.status, run.parsed_output, run.attempts) == (RunStatus.SUCCEEDED, {"kept": True}, 1)

@@ -17,7 +17,8 @@ from agents.models import (
     RunStatus,
     Turn,
 )
-from agents.pipeline import steps
+from agents.pipeline import runner, steps
+from agents.pipeline.critic_gate import GateVerdict, critic_gate
 from agents.roles import turn_setup
 from agents.roles.schemas import EvidencedItem, FollowThroughPrediction, ShadowOutput, SynthOutput
 from agents.turns import accept, sessions
@@ -60,10 +61,10 @@ def synth_messages(turn: Turn) -> list[Message]:
     return list(Message.objects.filter(session_id=turn.session_id, role=Role.SYNTH))
 
 
-def gate(turn: Turn, synth: SynthOutput, blocked: list[str]) -> steps.GateVerdict:
-    return steps.critic_gate(
+def gate(turn: Turn, synth: SynthOutput, blocked: list[str]) -> GateVerdict:
+    return critic_gate(
         turn=turn,
-        shared=steps.turn_shared_context(turn),
+        shared=runner.turn_shared_context(turn),
         synth=synth,
         brief={"blocked_moves": blocked},
         catalog=turn_setup.move_catalog(),

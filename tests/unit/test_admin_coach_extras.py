@@ -14,7 +14,7 @@ from django.utils.html import escape
 from agents import privacy
 from agents.llm.simulator.server import SimulatorServer
 from agents.models import Escalation, Turn
-from agents.pipeline import steps
+from agents.pipeline import runner
 from tests.support.conversations import build_conversation
 from tests.support.people import logged_in, make_coach
 from tests.support.turns import stored_turn
@@ -56,7 +56,7 @@ def test_the_session_review_shows_the_exact_prompt_each_agent_was_sent(
 
     opened = client.get(url, {"turn": turn.pk}).content.decode()
     assert run.prompt_version is not None
-    sent = steps.instructions_for(run.prompt_version.body, run.prompt_values, run.extra_instructions)
+    sent = runner.instructions_for(run.prompt_version.body, run.prompt_values, run.extra_instructions)
     assert escape(sent) in opened  # the agent's own part, as it was sent
     assert escape(turn.shared_prompt) in opened  # and the shared part, once
     assert "PROMPT-CANARY" in turn.shared_prompt

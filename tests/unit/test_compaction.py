@@ -26,7 +26,7 @@ from agents.models import (
     SummaryStatus,
     Turn,
 )
-from agents.pipeline import steps
+from agents.pipeline import runner
 from agents.roles import structured
 from agents.roles.schemas import ShadowOutput, SummaryOutput
 from agents.turns import accept, dispatch, event_log, sessions, summaries
@@ -100,7 +100,7 @@ def ended_session_with_a_commitment(user: Any) -> CoachingSession:
 def next_turn(user: Any) -> Turn:
     session = sessions.session_start(user_id=user.pk)
     accepted = accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id="b", text="Hi again.")
-    return steps.load_turn(accepted.turn_id)
+    return runner.load_turn(accepted.turn_id)
 
 
 def test_a_summary_that_drops_a_commitment_is_caught_retried_and_flagged(simulated: SimulatorServer) -> None:
@@ -227,9 +227,9 @@ def test_a_long_session_is_compacted_inside_under_the_same_check(
         for i in range(20)
     ]
     accepted = accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id="x", text="And now?")
-    turn = steps.load_turn(accepted.turn_id)
+    turn = runner.load_turn(accepted.turn_id)
     with django_capture_on_commit_callbacks(execute=True):
-        shared = steps.turn_shared_context(turn)
+        shared = runner.turn_shared_context(turn)
     assert shared.dropped["history_messages"] > 0
     assert len(queued) == 1
     session_id, scope, until = queued[0]
@@ -244,7 +244,7 @@ def test_a_long_session_is_compacted_inside_under_the_same_check(
     assert result.status == SummaryStatus.VERIFIED  # nothing was recorded that it could drop
 
     accepted = accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id="y", text="Next one.")
-    later = build_shared_context(steps.load_turn(accepted.turn_id), budget=BIG_BUDGET)
+    later = build_shared_context(runner.load_turn(accepted.turn_id), budget=BIG_BUDGET)
     assert "IN-SESSION SUMMARY" in later.text
     covered = [m for m in old if m.seq <= until]
     assert covered

@@ -27,7 +27,9 @@ from agents.models import (
     Turn,
     TurnStatus,
 )
-from agents.pipeline import steps
+from agents.pipeline import runner, steps
+from agents.pipeline.critic_gate import GateVerdict
+from agents.pipeline.replay import agent_run_replay
 from agents.roles import structured, turn_setup
 from agents.roles.schemas import CriticOutput, ShadowOutput, SynthOutput
 from agents.turns import accept, dispatch, finish, sessions
@@ -297,7 +299,7 @@ def test_concurrent_blackboard_writes_keep_both_turns_findings(
     user = make_coachee()
     session = sessions.session_start(user_id=user.pk)
     first, second = (
-        steps.load_turn(
+        runner.load_turn(
             accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id=f"c-{i}", text=f"Try {i}").turn_id
         )
         for i in (1, 2)
@@ -514,7 +516,7 @@ def test_the_gate_catches_a_declared_blocked_move_even_when_the_critic_approves(
 def test_the_gate_passes_a_clean_reply(turn: Turn, sim: SimulatorServer) -> None:
     sim.configure(agents={"critic": {"script": [CLEAN_CRITIC]}})
     verdict = gate(turn, SynthOutput.model_validate(synth_script(moves=["tiny_next_step"])), [BLOCKED])
-    assert verdict == steps.GateVerdict(passed=True, violations=[], critic_ok=True)
+    assert verdict == GateVerdict(passed=True, violations=[], critic_ok=True)
 
 
 def test_the_gate_reports_unsafe_content(turn: Turn, sim: SimulatorServer) -> None:
@@ -528,20 +530,20 @@ def test_the_gate_reports_unsafe_content(turn: Turn, sim: SimulatorServer) -> No
 def test_without_a_critic_the_gate_fails_closed_when_moves_are_blocked(turn: Turn, sim: SimulatorServer) -> None:
     sim.configure(agents={"critic": {"fault": "http_400"}})
     verdict = gate(turn, SynthOutput.model_validate(synth_script()), [BLOCKED])
-    assert verdict == steps.GateVerdict(passed=False, violations=[], critic_ok=False)
+    assert verdict == GateVerdict(passed=False, violations=[], critic_ok=False)
 
 
 def test_without_a_critic_the_gate_passes_when_nothing_is_blocked(turn: Turn, sim: SimulatorServer) -> None:
     sim.configure(agents={"critic": {"fault": "http_400"}})
     verdict = gate(turn, SynthOutput.model_validate(synth_script()), [])
-    assert verdict == steps.GateVerdict(passed=True, violations=[], critic_ok=False)
+    assert verdict == GateVerdict(passed=True, violations=[], critic_ok=False)
 
 
 def test_shadow_output_round_trips_through_the_run(turn: Turn, sim: SimulatorServer) -> None:
     # What a redelivered step reads back is what was validated the first time.
     sim.configure(agents={"shadow": {"script": [shadow_script(turn)]}})
     steps.shadow_step(turn_id=turn.pk)
-    output = steps.output_as(steps.succeeded_outputs(turn), "shadow", ShadowOutput)
+    output = runner.output_as(runner.succeeded_outputs(turn), "shadow", ShadowOutput)
     assert output is not None
     assert output.pattern_class == "procrastination"
     assert output.stated_goals[0].evidence == [turn.user_message_id]
@@ -554,7 +556,7 @@ def test_a_run_replays_with_another_prompt_on_its_stored_inputs(turn: Turn, sim:
     stored = (original.raw_output, original.parsed_output, original.prompt_version_id)
     first_call = sim.calls(agent="plasticity")[-1]
 
-    result = steps.agent_run_replay(run=original, prompt_body="A draft: suggest moves.\n${moves}")
+    result = agent_run_replay(run=original, prompt_body="A draft: suggest moves.\n${moves}")
 
     assert result.valid
     assert result.answer.output is not None
@@ -571,7 +573,7 @@ def test_a_replay_reports_invalid_output_without_storing_it(turn: Turn, sim: Sim
     steps.specialist_step(turn_id=turn.pk, agent="persona")
     run = AgentRun.objects.get(turn=turn, agent="persona")
     sim.configure(agents={"persona": {"fault": "invalid_json"}})
-    result = steps.agent_run_replay(run=run, prompt_body="Say anything.")
+    result = agent_run_replay(run=run, prompt_body="Say anything.")
     assert not result.valid
     assert result.answer.errors
     run.refresh_from_db()

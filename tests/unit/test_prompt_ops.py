@@ -1,6 +1,6 @@
 """Operators' services (agents/operations/) and the configuration checks: drafts and their
 placeholders, activation and rollback, diffs, replays of a draft on stored runs through the
-real pipeline.steps.agent_run_replay against the simulated server, and the endpoint connection test."""
+real pipeline.replay.agent_run_replay against the simulated server, and the endpoint connection test."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ from agents.operations.prompts import (
     prompt_version_rollback,
     rollback_target,
 )
-from agents.pipeline import steps
+from agents.pipeline.runner import instructions_for
 from agents.turns import accept, sessions
 from tests.support.drafts import CANARY, DRAFT_BODY, ORIGINAL, REPLAYED, active, snapshot, stored_coach_run
 from tests.support.people import make_coachee, make_operator
@@ -51,7 +51,7 @@ pytestmark = pytest.mark.timeout(90)
 def sent_sha(run: AgentRun, body: str) -> str:
     """What a call with `body` on this run's stored inputs sends, as the simulator logs it."""
     shared = SharedContext(text=run.turn.shared_prompt, tokens=0, message_ids=[])
-    return messages_sha(agent_messages(shared, steps.instructions_for(body, run.prompt_values, run.extra_instructions)))
+    return messages_sha(agent_messages(shared, instructions_for(body, run.prompt_values, run.extra_instructions)))
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from agents.llm.schema import AGENT_PRIORITY, BACKGROUND_PRIORITY, extra_body_fo
 from agents.llm.simulator.server import SimulatorServer
 from agents.memory import blackboard
 from agents.models import AgentRun, BlackboardVersion, Message, ModelEndpoint, QualityFinding, Role, Turn
-from agents.pipeline import reply_gate, steps
+from agents.pipeline import reply_gate, runner, steps
 from agents.roles import turn_setup
 from agents.turns import accept, dispatch, finish, sessions
 from tests.support.people import make_coachee
@@ -84,7 +84,7 @@ def test_the_fallback_is_in_the_coachees_language(seeded: None, sim: SimulatorSe
     session = sessions.session_start(user_id=user.pk)
     text = "Ich wollte diese Woche dreimal laufen gehen, aber die Arbeit kommt mir ständig dazwischen."
     accepted = accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id="de-1", text=text)
-    turn = steps.load_turn(accepted.turn_id)
+    turn = runner.load_turn(accepted.turn_id)
     script_synth(sim, GOOD)  # English to a German coachee: wrong language, twice
     steps.synth_step(turn_id=turn.pk)
     assert synth_replies(turn) == [finish.FALLBACK_REPLIES["de"]]

@@ -29,7 +29,7 @@ from agents.models import (
     RunStatus,
     Turn,
 )
-from agents.pipeline import steps
+from agents.pipeline import runner, steps
 from agents.turns import accept, dispatch
 from agents.turns.sessions import session_start
 from tests.support.config import endpoint_on, point_agents_at
@@ -255,7 +255,7 @@ def new_turn(username: str) -> Turn:
     user = make_coachee(username)
     session = session_start(user_id=user.pk)
     accepted = accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id="c-1", text="I skip my runs.")
-    return steps.load_turn(accepted.turn_id)
+    return runner.load_turn(accepted.turn_id)
 
 
 def test_shadow_falls_back_when_its_primary_fails_and_records_it(

@@ -9,6 +9,7 @@ import pytest
 from agents.llm.simulator.server import SimulatorServer
 from agents.models import Turn
 from agents.pipeline import steps
+from agents.pipeline.critic_gate import GateVerdict
 from agents.roles.schemas import SynthOutput
 from agents.safety import pregate
 from agents.turns import finish
@@ -89,7 +90,7 @@ def test_the_gate_fails_unsafe_text_when_the_critic_is_down(turn: Turn, sim: Sim
     # Without a critic and with nothing blocked, the gate used to pass anything.
     sim.configure(agents={"critic": {"fault": "http_400"}})
     verdict = gate(turn, SynthOutput.model_validate(synth_script("I am a licensed psychologist.")), [])
-    assert verdict == steps.GateVerdict(
+    assert verdict == GateVerdict(
         passed=False, violations=["contains claims to be human (safety check)"], critic_ok=False
     )
 
