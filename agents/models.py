@@ -1,6 +1,11 @@
 """The coaching domain: sessions, turns, agent runs, the blackboard and configuration.
 
 No LLM calls and no I/O here: the turns and pipeline packages do the work.
+
+Why one module of ~800 lines: it is the schema, plain data with constraints and labels and no
+behaviour, read top to bottom in the order a turn creates its rows (session, message, turn, agent
+run, blackboard, configuration). Every layer and all 27 migrations import it as agents.models;
+a package of re-exports would add a hop for every reader and no separation of concerns.
 """
 
 from typing import Any

@@ -4,6 +4,10 @@ Starts the real stack on its own database and Redis databases (the simulated mod
 one Celery worker, Daphne), drives coachees over WebSockets at increasing load, computes every
 figure per turn, prints one table and writes docs/bench/results-<date>-<commit>.{json,md}.
 docs/bench/README.md says what each figure means. Every process it starts is stopped at the end.
+
+Why ~580 lines in one module: it is the run's script, in the order it happens (arguments,
+isolation checks, scenarios, per-turn figures, knee and diagnosis); the stack, the load, CPU
+sampling, the report and the projection are modules of their own beside it.
 """
 
 from __future__ import annotations
