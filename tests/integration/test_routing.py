@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -32,7 +33,7 @@ from agents.models import (
     TurnStatus,
 )
 from agents.turns.sessions import session_start
-from tests.support.config import endpoint_on
+from tests.support.config import endpoint_on, point_agents_at
 from tests.support.people import make_coachee
 from tests.support.stack import (
     OUTPUT_DIR,
@@ -281,3 +282,17 @@ async def start_turn(stack: LiveStack, username: str, text: str) -> ChatClient:
     await client.__aenter__()
     await client.send({"type": "user.message", "client_id": f"c-{username}", "text": text})
     return client
+
+
+@pytest.fixture
+def routed(sim: SimulatorServer, sim_b: SimulatorServer, seeded_tx: None, slots: None) -> Iterator[None]:
+    sim_b.reset()
+    point_agents_at(sim.base_url)
+    for server in (sim, sim_b):
+        server.configure(agents={"critic": {"script": [CLEAN_CRITIC], "repeat_last": True}})
+    yield
+    for server in (sim, sim_b):
+        deadline = time.monotonic() + 30
+        while server.concurrency()["in_flight"] and time.monotonic() < deadline:
+            time.sleep(0.2)
+    sim_b.reset()

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from agents.llm import limits
 from agents.llm.simulator.server import SimulatorServer
 from agents.turns import dispatch
 from tests.support.config import point_agents_at
@@ -58,3 +59,10 @@ def sim_b() -> Iterator[SimulatorServer]:
     """A second simulated model server: the other endpoint."""
     with SimulatorServer(port=0, ttft_ms=20, tokens_per_s=400, output_tokens=30) as server:
         yield server
+
+
+@pytest.fixture
+def slots() -> Iterator[None]:
+    limits.reset_all()
+    yield
+    limits.reset_all()

@@ -45,7 +45,8 @@ def test_default_prompt_renders_with_its_placeholders_filled(agent: str) -> None
 
 
 def test_the_defaults_use_the_placeholders_the_pipeline_fills() -> None:
-    # What the pipeline passes (pipeline/runner.py, critic_gate.py); a default that dropped one would silently lose that input.
+    # What the pipeline passes (pipeline/runner.py, critic_gate.py); a default that dropped one
+    # would silently lose that input.
     assert placeholders_in(default_prompt("plasticity")[0]) == {"moves", "persona_profile"}
     assert placeholders_in(default_prompt("stability")[0]) == {"moves"}
     assert placeholders_in(default_prompt("synth")[0]) == {"brief", "coach_reply", "specialists"}

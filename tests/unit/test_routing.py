@@ -32,20 +32,12 @@ from agents.models import (
 from agents.pipeline import runner, steps
 from agents.turns import accept, dispatch
 from agents.turns.sessions import session_start
-from tests.support.config import endpoint_on, point_agents_at
+from tests.support.config import endpoint_on
 from tests.support.people import make_coachee
 from tests.support.stack import ROOT as REPO_ROOT
 from tests.support.stack import (
     stack_env,
 )
-from tests.support.turns import CLEAN_CRITIC
-
-
-@pytest.fixture
-def slots() -> Iterator[None]:
-    limits.reset_all()
-    yield
-    limits.reset_all()
 
 
 def test_a_limit_of_two_admits_two_then_waits_until_the_deadline(slots: None) -> None:
@@ -303,20 +295,6 @@ def test_an_agent_without_fallbacks_fails_as_before(two_endpoints: Turn, sim: Si
     assert run.fallback_from is None
     assert run.endpoint is not None
     assert run.endpoint.name == "primary"
-
-
-@pytest.fixture
-def routed(sim: SimulatorServer, sim_b: SimulatorServer, seeded_tx: None, slots: None) -> Iterator[None]:
-    sim_b.reset()
-    point_agents_at(sim.base_url)
-    for server in (sim, sim_b):
-        server.configure(agents={"critic": {"script": [CLEAN_CRITIC], "repeat_last": True}})
-    yield
-    for server in (sim, sim_b):
-        deadline = time.monotonic() + 30
-        while server.concurrency()["in_flight"] and time.monotonic() < deadline:
-            time.sleep(0.2)
-    sim_b.reset()
 
 
 def test_synth_is_told_that_coachs_reply_was_cut_off(two_endpoints: Turn) -> None:
