@@ -274,17 +274,23 @@ class Bench:
         ]
 
     def run_real_model_turn(self) -> dict[str, Any]:
-        """One turn on llama.cpp + SmolLM2, through a second Daphne whose turns may take 600 s."""
+        """One turn on vLLM's CPU build + SmolLM2, through a second Daphne whose turns may take 600 s."""
+        from agents.llm import embedded
         from benchmarks import app, stack
         from benchmarks.load import run_load
 
-        say("real model: one turn on llama.cpp + SmolLM2-135M (one to several minutes on a CPU)")
+        say("real model: one turn on vLLM (CPU) + SmolLM2-135M (one to several minutes on a CPU)")
         try:
             model_proc, base_url = stack.start_embedded_model(self.procs, self.env)
         except RuntimeError as exc:
             return {"error": f"the embedded model server did not start ({exc}); is requirements-llm.txt installed?"}
         app.point_agents_at(
-            "embedded", kind="llamacpp", base_url=base_url, model=EMBEDDED_MODEL, max_concurrency=1, read_timeout_s=300
+            "embedded",
+            kind="vllm",
+            base_url=base_url,
+            model=EMBEDDED_MODEL,
+            max_concurrency=embedded.MAX_NUM_SEQS,
+            read_timeout_s=300,
         )
         web, root = stack.start_daphne(
             self.procs, self.env, name="daphne-real", COACHING_TURN_DEADLINE_S=f"{REAL_DEADLINE_S:g}"

@@ -290,10 +290,12 @@ def start_daphne(procs: Processes, env: BenchEnv, *, name: str = "daphne", **ove
 
 
 def start_embedded_model(procs: Processes, env: BenchEnv) -> tuple[Proc, str]:
-    """llama.cpp's server with SmolLM2-135M (the app's embedded default model)."""
+    """vLLM's CPU build serving SmolLM2-135M (the app's embedded default model), as make run starts
+    it (scripts/bench.sh installs the engine and exports where it is). Its first start compiles
+    for a few minutes; later starts reuse the compile cache."""
     port = free_port()
-    argv = [sys.executable, "-m", "agents.llm.embedded", "--host", HOST, "--port", str(port)]
+    argv = [sys.executable, "-m", "agents.llm.embedded", "serve", "--host", HOST, "--port", str(port)]
     proc = procs.start("embedded-model", argv, env.process_env())
     base = f"http://{HOST}:{port}/v1"
-    wait_until(http_ok(base + "/models"), timeout_s=180, what="the embedded model server", alive=proc.alive)
+    wait_until(http_ok(base + "/models"), timeout_s=900, what="the embedded model server", alive=proc.alive)
     return proc, base
