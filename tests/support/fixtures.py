@@ -25,7 +25,7 @@ def on_sim(seeded: None, sim: SimulatorServer, monkeypatch: pytest.MonkeyPatch) 
 @pytest.fixture
 def no_pipeline(monkeypatch: pytest.MonkeyPatch, seeded_tx: None) -> list[int]:
     """Record turns instead of queueing Celery work; Coach is not started either."""
-    # A concurrent endpoint, so the canvas is due at once (not after Coach, see services).
+    # A concurrent endpoint, so the canvas is due at once (not after Coach, see turns.accept).
     point_agents_at("http://127.0.0.1:9/v1")
     started: list[int] = []
     monkeypatch.setattr(dispatch, "turn_pipeline_start", started.append)
