@@ -4,18 +4,16 @@ the live stack (Daphne and a Celery worker) and the simulated model server."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, expect
+from playwright.sync_api import BrowserContext, expect
 
 from agents.models import Message, Role, SessionEvent, Turn, TurnStatus
-from agents.turns import event_log, sessions
+from agents.turns import event_log
 from tests.support.browser import (
     FAKE_SOCKET_JS,
     TURN_MS,
-    chromium_for,
     coach_text_longer_than,
     deliver,
     frames_sent,
@@ -30,7 +28,7 @@ from tests.support.browser import (
     wait_turn_done,
 )
 from tests.support.config import point_agents_at
-from tests.support.people import make_coachee
+from tests.support.people import coachee_with_session
 from tests.support.stack import LiveStack
 
 pytestmark = [
@@ -46,25 +44,6 @@ PLAIN_SYNTH = {
     "signals_used": [],
     "signals_missing": [],
 }
-
-
-@pytest.fixture(scope="module")
-def browser(live_stack: LiveStack) -> Iterator[Browser]:
-    with chromium_for(live_stack, serves="static/chat/main.js") as browser:
-        yield browser
-
-
-@pytest.fixture
-def context(browser: Browser) -> Iterator[BrowserContext]:
-    ctx = browser.new_context(viewport={"width": 1100, "height": 760})
-    ctx.set_default_timeout(10_000)
-    yield ctx
-    ctx.close()
-
-
-def coachee_with_session(username: str) -> int:
-    user = make_coachee(username)
-    return int(sessions.session_start(user_id=user.pk).pk)
 
 
 def messages_of(session_id: int, role: str) -> list[Message]:

@@ -5,7 +5,6 @@ coachee overview. Screenshots go to test-output/screenshots/admin-coach-*.png.""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,7 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from agents.models import Annotation
-from tests.support.browser import SCREENSHOTS, admin_log_in, chromium_for
+from tests.support.browser import SCREENSHOTS, admin_log_in
 from tests.support.conversations import Conversation, build_conversation
 from tests.support.people import make_coach
 from tests.support.stack import LiveStack
@@ -25,19 +24,8 @@ pytestmark = [
     pytest.mark.timeout(180),
 ]
 
-
-@pytest.fixture(scope="module")
-def browser(live_stack: LiveStack) -> Iterator[Browser]:
-    with chromium_for(live_stack, serves="static/admin_review/review.css") as browser:
-        yield browser
-
-
-@pytest.fixture
-def context(browser: Browser) -> Iterator[BrowserContext]:
-    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
-    ctx.set_default_timeout(10_000)
-    yield ctx
-    ctx.close()
+SERVES = "static/admin_review/review.css"
+VIEWPORT = {"width": 1280, "height": 900}
 
 
 def shot(page: Page, name: str, *, full_page: bool = False) -> Path:

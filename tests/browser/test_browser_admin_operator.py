@@ -5,18 +5,17 @@ Screenshots go to test-output/screenshots/operator-*.png."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.admin.models import LogEntry
-from playwright.sync_api import Browser, BrowserContext, Page, expect
+from playwright.sync_api import BrowserContext, Page, expect
 
 from agents.models import AgentRun, ModelEndpoint, PromptStatus, PromptVersion
 from agents.operations import prompts
 from agents.turns import dispatch
-from tests.support.browser import SCREENSHOTS, admin_log_in, chromium_for, off_loop
+from tests.support.browser import SCREENSHOTS, admin_log_in, off_loop
 from tests.support.drafts import CANARY, DRAFT_BODY, ORIGINAL, REPLAYED, snapshot, stored_coach_run
 from tests.support.people import PASSWORD, make_operator, make_platform_admin
 from tests.support.stack import LiveStack
@@ -29,21 +28,11 @@ pytestmark = [
     pytest.mark.timeout(120),
 ]
 
+SERVES = "static/chat/chat.css"
+VIEWPORT = {"width": 1280, "height": 900}
+TIMEOUT_MS = 15_000
+
 EDIT = "\nWhen the coachee has tried and failed before, prefer structure: an if-then plan with a cue.\n"
-
-
-@pytest.fixture(scope="module")
-def browser(live_stack: LiveStack) -> Iterator[Browser]:
-    with chromium_for(live_stack, serves="static/chat/chat.css") as browser:
-        yield browser
-
-
-@pytest.fixture
-def context(browser: Browser) -> Iterator[BrowserContext]:
-    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
-    ctx.set_default_timeout(15_000)
-    yield ctx
-    ctx.close()
 
 
 def shot(page: Page, name: str, *, full: bool = True) -> Path:

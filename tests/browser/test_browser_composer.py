@@ -4,19 +4,16 @@ when the turn ends; Stop sends it at once). Screenshots in test-output/screensho
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from django.conf import settings
-from playwright.sync_api import Browser, BrowserContext, expect
+from playwright.sync_api import BrowserContext, expect
 
 from agents.models import Message, Role, Turn, TurnStatus
-from agents.turns import sessions
 from tests.support.browser import (
     FAKE_SOCKET_JS,
     TURN_MS,
-    chromium_for,
     coach_text_longer_than,
     deliver,
     frames_sent,
@@ -25,7 +22,7 @@ from tests.support.browser import (
     send,
     wait_turn_done,
 )
-from tests.support.people import make_coachee
+from tests.support.people import coachee_with_session
 from tests.support.stack import LiveStack
 
 pytestmark = [
@@ -34,25 +31,6 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.timeout(120),
 ]
-
-
-@pytest.fixture(scope="module")
-def browser(live_stack: LiveStack) -> Iterator[Browser]:
-    with chromium_for(live_stack, serves="static/chat/main.js") as browser:
-        yield browser
-
-
-@pytest.fixture
-def context(browser: Browser) -> Iterator[BrowserContext]:
-    ctx = browser.new_context(viewport={"width": 1100, "height": 760})
-    ctx.set_default_timeout(10_000)
-    yield ctx
-    ctx.close()
-
-
-def coachee_with_session(username: str) -> int:
-    user = make_coachee(username)
-    return int(sessions.session_start(user_id=user.pk).pk)
 
 
 def user_frames(page: Any) -> list[dict[str, Any]]:

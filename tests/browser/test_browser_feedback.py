@@ -6,7 +6,6 @@ test-output/screenshots/feedback-*.png."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,8 +13,8 @@ from playwright.sync_api import Browser, BrowserContext, expect
 
 from agents.models import AnswerFeedback, CoachingSession, SessionStatus, Turn
 from agents.turns import sessions
-from tests.support.browser import TURN_MS, admin_log_in, chromium_for, open_chat, screenshot, send, wait_turn_done
-from tests.support.people import make_coach, make_coachee
+from tests.support.browser import TURN_MS, admin_log_in, open_chat, screenshot, send, wait_turn_done
+from tests.support.people import coachee_with_session, make_coach, make_coachee
 from tests.support.stack import LiveStack
 
 pytestmark = [
@@ -25,31 +24,14 @@ pytestmark = [
     pytest.mark.timeout(150),
 ]
 
-
-@pytest.fixture(scope="module")
-def browser(live_stack: LiveStack) -> Iterator[Browser]:
-    with chromium_for(live_stack, serves="static/chat/main.js") as browser:
-        yield browser
-
-
-@pytest.fixture
-def context(browser: Browser, live_stack: LiveStack) -> Iterator[BrowserContext]:
-    ctx = browser.new_context(viewport={"width": 1100, "height": 760})
-    ctx.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_stack.http_url)
-    ctx.set_default_timeout(10_000)
-    yield ctx
-    ctx.close()
-
-
-def coachee_with_session(username: str) -> tuple[Any, int]:
-    user = make_coachee(username)
-    return user, int(sessions.session_start(user_id=user.pk).pk)
+PERMISSIONS = ["clipboard-read", "clipboard-write"]
 
 
 def test_thumbs_down_with_a_comment_reaches_the_assigned_coach(
     context: BrowserContext, browser: Browser, live_stack: LiveStack, live_sim: Any
 ) -> None:
-    user, session_id = coachee_with_session("tess")
+    user = make_coachee("tess")
+    session_id = int(sessions.session_start(user_id=user.pk).pk)
     make_coach("coach_tom", coachees=[user])
     page, errors = open_chat(context, live_stack, "tess", session_id)
     send(page, "I skipped the gym again.")
@@ -114,7 +96,7 @@ def test_thumbs_down_with_a_comment_reaches_the_assigned_coach(
 
 
 def test_ending_a_session_asks_first(context: BrowserContext, live_stack: LiveStack) -> None:
-    _, session_id = coachee_with_session("uma")
+    session_id = coachee_with_session("uma")
     page, errors = open_chat(context, live_stack, "uma", session_id)
     page.get_by_role("button", name="End session").click()
     dialog = page.get_by_role("dialog", name="End this session?")
@@ -131,7 +113,7 @@ def test_ending_a_session_asks_first(context: BrowserContext, live_stack: LiveSt
 
 
 def test_the_account_deletion_button_looks_dangerous(context: BrowserContext, live_stack: LiveStack) -> None:
-    _, session_id = coachee_with_session("val")
+    session_id = coachee_with_session("val")
     page, _ = open_chat(context, live_stack, "val", session_id)
     page.goto(f"{live_stack.http_url}/account/")
     delete = page.get_by_role("button", name="Delete my account and data")
@@ -143,7 +125,7 @@ def test_on_a_phone_the_header_and_status_line_stay_compact(browser: Browser, li
     phone = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
     phone.set_default_timeout(10_000)
     try:
-        _, session_id = coachee_with_session("wes")
+        session_id = coachee_with_session("wes")
         page, errors = open_chat(phone, live_stack, "wes", session_id)
         send(page, "A short question from the bus.")
         expect(page.locator("#status-line")).to_have_attribute("data-state", "running")

@@ -4,14 +4,12 @@ test-output/screenshots/memory-*.png."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from playwright.sync_api import Browser, BrowserContext, expect
+from playwright.sync_api import BrowserContext, expect
 
 from agents.memory import blackboard
 from agents.models import BlackboardVersion
-from tests.support.browser import chromium_for, log_in, screenshot, watch_page_errors
+from tests.support.browser import log_in, screenshot, watch_page_errors
 from tests.support.people import make_coachee
 from tests.support.stack import LiveStack
 from tests.support.turns import MARKUP, remembered
@@ -23,19 +21,8 @@ pytestmark = [
     pytest.mark.timeout(120),
 ]
 
-
-@pytest.fixture(scope="module")
-def browser(live_stack: LiveStack) -> Iterator[Browser]:
-    with chromium_for(live_stack, serves="static/chat/confirm.js") as browser:
-        yield browser
-
-
-@pytest.fixture
-def context(browser: Browser) -> Iterator[BrowserContext]:
-    ctx = browser.new_context(viewport={"width": 1100, "height": 900})
-    ctx.set_default_timeout(10_000)
-    yield ctx
-    ctx.close()
+SERVES = "static/chat/confirm.js"
+VIEWPORT = {"width": 1100, "height": 900}
 
 
 def test_the_memory_page_reads_cleanly_links_its_sources_and_deletes(
@@ -59,7 +46,10 @@ def test_the_memory_page_reads_cleanly_links_its_sources_and_deletes(
     target = page.locator(f"#msg-{third.user_message.seq}")
     expect(target).to_contain_text("I skipped my run again")
     expect(target).to_be_in_viewport()
-    assert page.evaluate("document.querySelector(':target')?.id") == f"msg-{third.user_message.seq}"
+    # The chat's modules render after the navigation to the anchor: wait for the mark, not a race.
+    page.wait_for_function(
+        "id => document.querySelector(':target')?.id === id", arg=f"msg-{third.user_message.seq}", timeout=5_000
+    )
     screenshot(page, "memory-source-opened")
 
     # Delete asks first; cancelled, nothing changes; confirmed, the item is gone everywhere.

@@ -3,14 +3,13 @@ stack's simulator: the screenshot is test-output/screenshots/operator-last-hour.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, expect
 
 from agents.turns import dispatch
-from tests.support.browser import PASSWORD, SCREENSHOTS, admin_log_in, chromium_for, off_loop
+from tests.support.browser import PASSWORD, SCREENSHOTS, admin_log_in, off_loop
 from tests.support.people import make_operator
 from tests.support.stack import LiveStack
 from tests.support.turns import stored_turn
@@ -22,11 +21,7 @@ pytestmark = [
     pytest.mark.timeout(120),
 ]
 
-
-@pytest.fixture(scope="module")
-def browser(live_stack: LiveStack) -> Iterator[Browser]:
-    with chromium_for(live_stack, serves="static/chat/chat.css") as browser:
-        yield browser
+SERVES = "static/chat/chat.css"
 
 
 def test_an_operator_reads_the_last_hour_per_agent(

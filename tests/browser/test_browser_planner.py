@@ -6,17 +6,16 @@ test-output/screenshots/operator-planner-*.png."""
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from django.apps import apps as django_apps
-from playwright.sync_api import Browser, BrowserContext, Page, expect
+from playwright.sync_api import BrowserContext, Page, expect
 
 from agents.llm import embedded
 from agents.models import AgentConfig, ModelEndpoint
 from planner.models import Gpu, ModelCard, Placement
-from tests.support.browser import PASSWORD, SCREENSHOTS, chromium_for, off_loop
+from tests.support.browser import PASSWORD, SCREENSHOTS, off_loop
 from tests.support.people import make_operator
 from tests.support.stack import LiveStack
 
@@ -27,23 +26,13 @@ pytestmark = [
     pytest.mark.timeout(120),
 ]
 
+SERVES = "static/chat/chat.css"
+VIEWPORT = {"width": 1400, "height": 1000}
+TIMEOUT_MS = 15_000
+
 PLAN_PATH = "/admin/planner/placement/plan/"
 # The agents of one turn: what the plan draws and times (the summarizer runs between sessions).
 TURN_AGENTS = ["coach", "shadow", "persona", "plasticity", "stability", "synth", "critic"]
-
-
-@pytest.fixture(scope="module")
-def browser(live_stack: LiveStack) -> Iterator[Browser]:
-    with chromium_for(live_stack, serves="static/chat/chat.css") as browser:
-        yield browser
-
-
-@pytest.fixture
-def context(browser: Browser) -> Iterator[BrowserContext]:
-    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-    ctx.set_default_timeout(15_000)
-    yield ctx
-    ctx.close()
 
 
 def shot(page: Page, name: str) -> Path:

@@ -12,6 +12,7 @@ from django.test import Client
 from agents.models import (
     CoachAssignment,
 )
+from agents.turns import sessions
 
 
 def make_coachee(username: str = "coachee", password: str = "pw-for-tests-1") -> Any:
@@ -57,3 +58,9 @@ def coachee_client(username: str = "coachee") -> tuple[Client, Any]:
     client = Client()
     client.force_login(user)
     return client, user
+
+
+def coachee_with_session(username: str) -> int:
+    """A new coachee with one open session; its id."""
+    user = make_coachee(username)
+    return int(sessions.session_start(user_id=user.pk).pk)
