@@ -51,11 +51,20 @@ from tests.support.stack import (
 from tests.support.stack import ROOT as REPO_ROOT
 from tests.support.turns import CLEAN_CRITIC
 
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.timeout(240),
+    pytest.mark.usefixtures("close_thread_connections"),
+]
 
-@pytest.mark.integration
-@pytest.mark.django_db(transaction=True)
-@pytest.mark.timeout(240)
-@pytest.mark.usefixtures("close_thread_connections")
+
+def coach_backup_on(server: SimulatorServer) -> None:
+    """Coach's first fallback: an endpoint on `server` named coach-backup."""
+    backup = endpoint_on(server, "coach-backup")
+    AgentFallback.objects.create(config=AgentConfig.objects.get(agent=Agent.COACH), endpoint=backup, position=1)
+
+
 async def test_two_agents_are_served_by_their_own_endpoints(
     two_worker_stack: LiveStack, routed: None, sim: SimulatorServer, sim_b: SimulatorServer
 ) -> None:
@@ -73,10 +82,7 @@ async def test_two_agents_are_served_by_their_own_endpoints(
     assert not on_a & on_b
 
 
-@pytest.mark.integration
-@pytest.mark.django_db(transaction=True)
 @pytest.mark.timeout(300)
-@pytest.mark.usefixtures("close_thread_connections")
 async def test_an_endpoint_limit_of_two_holds_across_ten_turns_and_two_workers(
     two_worker_stack: LiveStack, routed: None, sim: SimulatorServer
 ) -> None:
@@ -110,18 +116,10 @@ async def test_an_endpoint_limit_of_two_holds_across_ten_turns_and_two_workers(
     assert waited > 0, "some calls waited for a slot, and the wait is on their runs"
 
 
-@pytest.mark.integration
-@pytest.mark.django_db(transaction=True)
-@pytest.mark.timeout(240)
-@pytest.mark.usefixtures("close_thread_connections")
 async def test_coach_falls_back_before_its_first_token(
     two_worker_stack: LiveStack, routed: None, sim: SimulatorServer, sim_b: SimulatorServer
 ) -> None:
-    def add_fallback() -> None:
-        backup = endpoint_on(sim_b, "coach-backup")
-        AgentFallback.objects.create(config=AgentConfig.objects.get(agent=Agent.COACH), endpoint=backup, position=1)
-
-    await sync_to_async(add_fallback)()
+    await sync_to_async(coach_backup_on)(sim_b)
     sim.configure(agents={"coach": {"fault": "http_500"}})
     client = await start_turn(two_worker_stack, "fallback-1", "I want to start running again.")
     try:
@@ -141,18 +139,10 @@ async def test_coach_falls_back_before_its_first_token(
     assert run.fallback_from.name == "test"
 
 
-@pytest.mark.integration
-@pytest.mark.django_db(transaction=True)
-@pytest.mark.timeout(240)
-@pytest.mark.usefixtures("close_thread_connections")
 async def test_coach_failing_after_its_first_token_shows_an_error_with_retry_not_a_fallback(
     two_worker_stack: LiveStack, routed: None, sim: SimulatorServer, sim_b: SimulatorServer
 ) -> None:
-    def add_fallback() -> None:
-        backup = endpoint_on(sim_b, "coach-backup")
-        AgentFallback.objects.create(config=AgentConfig.objects.get(agent=Agent.COACH), endpoint=backup, position=1)
-
-    await sync_to_async(add_fallback)()
+    await sync_to_async(coach_backup_on)(sim_b)
     # Slow enough that the first tokens are relayed (deltas go out in 30-50 ms batches) before
     # the server drops the stream after its third token.
     sim.configure(agents={"coach": {"fault": "drop", "drop_after_tokens": 3, "output_tokens": 30, "tokens_per_s": 15}})
