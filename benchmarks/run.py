@@ -40,7 +40,6 @@ from benchmarks.stack import (
 
 DEFAULT_DATABASE_URL = "postgres://postgres@localhost:5432/coaching_bench"
 CRITIC_APPROVES = {"violated_moves": [], "unsafe_content": [], "explanation": "ok"}
-EMBEDDED_MODEL = "smollm2-135m-instruct"
 REAL_DEADLINE_S = 600.0
 # Decomposition figures compared against the 1-coachee run to say where overhead grows.
 STAGE_FIGURES = (
@@ -288,7 +287,7 @@ class Bench:
             "embedded",
             kind="vllm",
             base_url=base_url,
-            model=EMBEDDED_MODEL,
+            model=embedded.MODEL_ALIAS,
             max_concurrency=embedded.MAX_NUM_SEQS,
             read_timeout_s=300,
         )
