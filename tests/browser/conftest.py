@@ -9,10 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext
+from playwright.sync_api import Browser, BrowserContext, ViewportSize
 
 from tests.support.browser import chromium_for
 from tests.support.stack import LiveStack
+
+DEFAULT_VIEWPORT: ViewportSize = {"width": 1100, "height": 760}
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +25,8 @@ def browser(request: pytest.FixtureRequest, live_stack: LiveStack) -> Iterator[B
 
 @pytest.fixture
 def context(request: pytest.FixtureRequest, browser: Browser, live_stack: LiveStack) -> Iterator[BrowserContext]:
-    ctx = browser.new_context(viewport=getattr(request.module, "VIEWPORT", {"width": 1100, "height": 760}))
+    viewport: ViewportSize = getattr(request.module, "VIEWPORT", DEFAULT_VIEWPORT)
+    ctx = browser.new_context(viewport=viewport)
     permissions = getattr(request.module, "PERMISSIONS", [])
     if permissions:
         ctx.grant_permissions(permissions, origin=live_stack.http_url)
