@@ -41,7 +41,7 @@ from agents.models import (
 )
 from agents.observability import hooks as observe
 from agents.pipeline import reply_gate
-from agents.pipeline.runner import catalog_text, load_turn, turn_shared_context
+from agents.pipeline.runner import catalog_text, turn_shared_context
 from agents.prompts import render_prompt
 from agents.roles import turn_setup
 from agents.roles.structured import request_headers
@@ -144,12 +144,10 @@ def previous_blocked_moves(turn: Turn) -> list[str]:
     return list((stability or {}).get("blocked_moves", []))
 
 
-def coach_prepare(*, turn_id: int) -> CoachCall | None:
-    """Everything Coach's request needs; the turn's shared prefix is built and stored here (the
-    first step that needs it). None when Coach does not run."""
-    turn = turn_setup.running_turn(turn_id, load_turn)
-    if turn is None:
-        return None
+def coach_prepare(turn: Turn) -> CoachCall | None:
+    """Everything Coach's request needs for a turn just accepted (read-only, still running: its
+    status is not read again); the turn's shared prefix is built and stored here (the first step
+    that needs it). None when Coach does not run."""
     setup = turn_setup.setup_for(turn.pk)
     config = setup.config(Agent.COACH)
     if not config.enabled or turn.coach_message_id is not None:
@@ -363,28 +361,27 @@ class Accepted:
 
 
 def coach_accept(*, session_id: int, user_id: int, client_id: str, text: str) -> Accepted:
-    """The rate limit, turn_accept, Coach's preparation and queuing the canvas, in one call on a
-    database thread (each hop from the event loop to it and back cost about a millisecond before
-    Coach's first token).
+    """The rate limit, turn_accept and Coach's preparation, in one call on a database thread
+    (each hop from the event loop to it and back cost about a millisecond before Coach's first
+    token).
 
     Coach's preparation builds the turn's shared prefix and stores it on the turn, once, before
-    the canvas is queued: every agent then starts from the same text (and vLLM's prefix cache
-    holds it once). When Coach does not run (a crisis answer, Coach off), Shadow builds it."""
+    the caller queues the canvas (accept.pipeline_start, beside Coach's request): every agent
+    then starts from the same text (and vLLM's prefix cache holds it once). When Coach does not
+    run (a crisis answer, Coach off), Shadow builds it."""
     if not limits.turn_rate_allows(user_id=user_id):
         return Accepted(None)
     result = accept.turn_accept(
         session_id=session_id, user_id=user_id, client_id=client_id, text=text, one_turn_at_a_time=True
     )
-    if not result.created:
+    if result.turn is None:
         return Accepted(result)
     try:
-        call = coach_prepare(turn_id=result.turn_id)
+        call = coach_prepare(result.turn)
     except Exception:
         # Coach could not even start (configuration, database): the full answer still comes.
         logger.exception("coach could not start on turn %s", result.turn_id)
         call = None
-    if result.pipeline_due:
-        accept.pipeline_start(turn_id=result.turn_id)
     return Accepted(result, call)
 
 

@@ -210,6 +210,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
         task = _spawn(coach_run(turn_id, accepted.call))
         _COACH_TASKS[turn_id] = task
         task.add_done_callback(functools.partial(_forget_coach, turn_id))
+        if result.pipeline_due:
+            # Beside Coach's request, not before it: the canvas's broker publishes (a few ms
+            # under load) then overlap the model's first token instead of delaying it.
+            _spawn(db_call(accept.pipeline_start)(turn_id=turn_id))
         _spawn(_expire_after_deadline(turn_id, time.time() + settings.COACHING_TURN_DEADLINE_S))
 
     async def on_resume(self, frame: ResumeFrame) -> None:

@@ -57,6 +57,9 @@ class AcceptResult:
     # The caller starts the Celery canvas (pipeline_start) now. False when the canvas waits for
     # Coach's whole reply (one shared single-slot endpoint) or the message was a re-send.
     pipeline_due: bool = False
+    # The turn as committed, with its session, coachee and user message (read-only); None for
+    # a re-send.
+    turn: Turn | None = None
 
 
 def turn_accept(
@@ -121,7 +124,7 @@ def turn_accept(
             crisis_answer(turn=turn, signal=signal)
     # Committed: Coach, next on this thread, starts from these rows instead of reading them again.
     turn_setup.turn_remember(turn, setup=setup)
-    return AcceptResult(turn.pk, message.pk, created=True, event=event, pipeline_due=not canvas_after_coach)
+    return AcceptResult(turn.pk, message.pk, created=True, event=event, pipeline_due=not canvas_after_coach, turn=turn)
 
 
 def pipeline_start(*, turn_id: int) -> None:

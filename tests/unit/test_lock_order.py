@@ -27,7 +27,8 @@ def test_coach_recording_its_start_waits_for_a_writer_holding_the_turn_instead_o
     user = make_coachee()
     session = sessions.session_start(user_id=user.pk)
     accepted = accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id="c-1", text="Hello.")
-    call = coach_prepare(turn_id=accepted.turn_id)
+    assert accepted.turn is not None
+    call = coach_prepare(accepted.turn)
     assert call is not None
     holding = threading.Event()
     failures: list[BaseException] = []
