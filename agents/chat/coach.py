@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import math
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -441,7 +442,8 @@ async def coach_relay(call: CoachCall, state: StreamState, pieces: AsyncIterator
     snapshot_s = settings.COACHING_COACH_SNAPSHOT_S
     text = ""
     sent = 0  # characters of `text` already relayed
-    last_flush = last_snapshot = time.monotonic()
+    last_snapshot = time.monotonic()
+    last_flush = -math.inf  # the first piece goes out at once: it is what the coachee waits for
     status = MessageStatus.COMPLETE
     error: LLMError | None = None
 
