@@ -89,6 +89,27 @@ def test_later_messages_and_blackboard_writes_do_not_change_a_turns_context(chat
     assert "LATER" not in after.text
 
 
+def test_the_next_turns_prefix_begins_with_this_ones_up_to_its_memory(chat: Chat) -> None:
+    """What the server's prefix cache holds from one turn serves the next: only the new messages
+    and the memory (pinned facts, blackboard), which change on most turns, come after it."""
+    chat.say("I want to run three times a week.")
+    _, first_turn = chat.say("Work gets in the way.")
+    first = build_shared_context(first_turn, budget=BIG_BUDGET).text
+    chat.reply("What could make Monday easier?")
+    BlackboardVersion.objects.create(
+        coachee=chat.user,
+        version=1,
+        data={"stated_goals": [{"text": "run three times a week", "count": 2, "last_seen": "2025-01-01"}]},
+    )
+    _, second_turn = chat.say("Packing the bag the night before.")
+    second = build_shared_context(second_turn, budget=BIG_BUDGET).text
+
+    memory_starts = first.index("Pinned facts")
+    assert second.startswith(first[:memory_starts].rstrip("\n"))
+    assert "run three times a week" in second[second.index("Pinned facts") :]
+    assert second.index("Packing the bag") < second.index("Pinned facts")
+
+
 def test_history_is_in_order_with_role_labels(chat: Chat) -> None:
     first, _ = chat.say("First from the coachee.")
     coach = chat.reply("Coach answers.")
@@ -100,7 +121,10 @@ def test_history_is_in_order_with_role_labels(chat: Chat) -> None:
     assert message_block(shared.text, synth, "coach (full reply)") == "Full answer."
     positions = [shared.text.index(f"[message {m.id} ") for m in (first, coach, synth, last)]
     assert positions == sorted(positions)
-    assert shared.text.rstrip().endswith(f"Second from the coachee.\n{FENCE_CLOSE}")
+    # The conversation ends with the message to answer; the memory (pinned facts, blackboard)
+    # follows it.
+    conversation = shared.text[: shared.text.index("Pinned facts")]
+    assert conversation.rstrip().endswith(f"Second from the coachee.\n{FENCE_CLOSE}")
     assert shared.dropped == {}
     assert f"Coachee: {chat.user.get_username()} (locale en)." in shared.text
 
