@@ -25,6 +25,7 @@ KNEE_OVERHEAD_MS = 300.0
 # (key, label) of every per-turn figure summarised as p50 / p95, in table order.
 FIGURES: tuple[tuple[str, str], ...] = (
     ("coach_first_token_app_ms", "Coach 1st token, app-added (ms)"),
+    ("coach_first_text_model_ms", "Coach 1st text: model time past its 1st token (ms)"),
     ("wall_ms", "turn wall time (ms)"),
     ("critical_path_ms", "model critical path (ms)"),
     ("overhead_ms", "orchestration overhead (ms)"),
@@ -90,8 +91,10 @@ def _total_duration(calls: list[dict[str, Any]]) -> float | None:
     return None if not durations or any(d is None for d in durations) else sum(d for d in durations if d is not None)
 
 
-def relay_latencies(deltas: list[tuple[float, int, str]], coach_text: str, chunk_times: list[float]) -> list[float]:
-    """For each coach.delta frame: receive time minus the emission time of the last token it holds.
+def delta_token_times(
+    deltas: list[tuple[float, int, str]], coach_text: str, chunk_times: list[float]
+) -> list[float | None]:
+    """For each coach.delta frame: when the model emitted the last token it holds (None when unknown).
 
     The simulator streams one token per chunk (`token_pieces`), so the token that ends at the
     frame's end offset (offset + len(text)) is found by the cumulative length of the pieces.
@@ -101,12 +104,17 @@ def relay_latencies(deltas: list[tuple[float, int, str]], coach_text: str, chunk
     for piece in token_pieces(coach_text):
         total += len(piece)
         ends.append(total)
-    latencies = []
-    for received_at, offset, text in deltas:
+    times: list[float | None] = []
+    for _, offset, text in deltas:
         index = bisect.bisect_left(ends, offset + len(text))
-        if index < len(chunk_times):
-            latencies.append(received_at - chunk_times[index])
-    return latencies
+        times.append(chunk_times[index] if index < len(chunk_times) else None)
+    return times
+
+
+def relay_latencies(deltas: list[tuple[float, int, str]], coach_text: str, chunk_times: list[float]) -> list[float]:
+    """For each coach.delta frame: receive time minus the emission time of the last token it holds."""
+    emitted = delta_token_times(deltas, coach_text, chunk_times)
+    return [received_at - at for (received_at, _, _), at in zip(deltas, emitted, strict=True) if at is not None]
 
 
 def turn_figures(
@@ -150,9 +158,6 @@ def turn_figures(
     wall = first["turn.done"] - sent.sent_at if "turn.done" in first else None
     coach_received, coach_first_token = call_time("coach", "received_at"), call_time("coach", "first_token_at")
     coach_ttft = None if coach_received is None or coach_first_token is None else coach_first_token - coach_received
-    coach_app = None
-    if "coach.delta" in first and coach_ttft is not None:
-        coach_app = first["coach.delta"] - sent.sent_at - coach_ttft
 
     shadow = _total_duration(by_agent.get("shadow", []))
     specialist = {a: _total_duration(by_agent.get(a, [])) for a in SPECIALISTS}
@@ -199,6 +204,15 @@ def turn_figures(
     )
     chunk_times = [float(t) for t in (by_agent.get("coach") or [{}])[0].get("chunk_times", [])]
     relay = relay_latencies(deltas, coach_text or "".join(t for _, _, t in deltas), chunk_times)
+    # Coach's first visible text: what the app added (the send to the model call, and the relay
+    # once the model had emitted the frame's last token), and how long the model took to write
+    # the words the live check waits for (LIVE_CHECK_FIRST_WORDS), past its first token.
+    coach_app = coach_held = None
+    if deltas and coach_received is not None and coach_first_token is not None:
+        last_token_at = delta_token_times(deltas[:1], coach_text or deltas[0][2], chunk_times)[0]
+        if last_token_at is not None:
+            coach_app = (coach_received - sent.sent_at) + (deltas[0][0] - last_token_at)
+            coach_held = last_token_at - coach_first_token
 
     duplicated = any(n > 1 for n in seqs.values()) or counts["turn.done"] > 1 or counts["synth.done"] > 1
     if facts is not None and facts.synth_done_events > 1:
@@ -228,6 +242,7 @@ def turn_figures(
         "ack_ms": _ms(gap(first.get("message.accepted"), sent.sent_at)),
         "coach_sim_ttft_ms": _ms(coach_ttft),
         "coach_first_token_app_ms": _ms(coach_app),
+        "coach_first_text_model_ms": _ms(coach_held),
         "shadow_ms": _ms(shadow),
         "specialists_ms": {a: _ms(v) for a, v in specialist.items()},
         "synth_ms": _ms(synth),

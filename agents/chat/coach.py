@@ -13,7 +13,7 @@ import dataclasses
 import logging
 import math
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,6 +69,19 @@ CUT_OFF_ERROR = (
 )
 
 
+# Coach's stream is checked as it goes (quality.reply_findings, as for a reply cut off): the first
+# words wait until there are enough to judge (a prompt echo is 6 words), and each later batch is
+# relayed only once the whole text so far passes. A reply that fails is not relayed further, its
+# request is closed (the engine stops generating it) and it is withdrawn when it ends: junk never
+# reaches the screen, not even while it streams.
+LIVE_CHECK_FIRST_WORDS = 8
+LIVE_CHECK_EVERY_WORDS = 4
+
+
+class LiveCheckFailed(Exception):
+    """Coach's text so far failed the quality gate while streaming."""
+
+
 @dataclass
 class CoachCall:
     turn_id: int
@@ -96,6 +109,8 @@ class CoachCall:
     # (not streamed) until it passes, because this coachee has known risks.
     expect: quality.Expectations = dataclasses.field(default_factory=quality.Expectations)
     hold: bool = False
+    # Set by coach_relay when the text so far failed the gate while streaming.
+    live_findings: list[quality.Finding] = dataclasses.field(default_factory=list)
     # Set by coach_record_start, once the reply's message and run exist.
     message_id: int = 0
     run_id: int = 0
@@ -349,6 +364,8 @@ def coach_findings(call: CoachCall, text: str, status: str) -> list[quality.Find
         return []
     if call.hold and status != MessageStatus.COMPLETE:
         return [quality.Finding("empty", f"held reply ended {status}, unchecked")]
+    if call.live_findings:
+        return call.live_findings  # stopped while streaming, nothing after the last checked words shown
     if status == MessageStatus.STOPPED:
         return []  # the coachee stopped it mid-sentence: what they saw stays as they left it
     # Failed mid-stream: a few words are expected, what they say is still checked.
@@ -425,17 +442,25 @@ async def degraded_notice_if_open(turn_id: int) -> None:
         logger.exception("degraded-mode check failed on turn %s", turn_id)
 
 
-async def pieces_from(first_piece: asyncio.Future[str], stream: AsyncIterator[str]) -> AsyncIterator[str]:
+async def pieces_from(first_piece: asyncio.Future[str], stream: AsyncIterator[str]) -> AsyncGenerator[str, None]:
+    """The first piece (already asked for), then the rest; closing this closes the model's stream."""
     try:
-        yield await first_piece
-    except StopAsyncIteration:
-        return
-    async for piece in stream:
-        yield piece
+        try:
+            yield await first_piece
+        except StopAsyncIteration:
+            return
+        async for piece in stream:
+            yield piece
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
-async def coach_relay(call: CoachCall, state: StreamState, pieces: AsyncIterator[str], *, started: float) -> None:
-    """Relay the reply to the session's group in small batches, then record how it ended."""
+async def coach_relay(
+    call: CoachCall, state: StreamState, pieces: AsyncGenerator[str, None], *, started: float
+) -> None:
+    """Relay the reply to the session's group in small checked batches, then record how it ended."""
     layer = get_channel_layer()
     group = event_log.session_group(call.session_id)
     batch_s = settings.COACHING_COACH_DELTA_BATCH_MS / 1000
@@ -447,11 +472,22 @@ async def coach_relay(call: CoachCall, state: StreamState, pieces: AsyncIterator
     status = MessageStatus.COMPLETE
     error: LLMError | None = None
 
-    async def flush() -> None:
-        nonlocal sent, last_flush
+    checked_words = 0  # of `text`, passed the gate (all of it relayed)
+
+    async def flush(*, ended: bool = False) -> None:
+        nonlocal sent, last_flush, checked_words
         last_flush = time.monotonic()
         if sent == len(text) or layer is None or call.hold:  # held: shown by coach.done once checked
             return
+        words = len(text.split())
+        due = LIVE_CHECK_FIRST_WORDS if sent == 0 else checked_words + LIVE_CHECK_EVERY_WORDS
+        if words < due and not ended:
+            return  # too few new words to judge yet
+        findings = quality.reply_findings(text, call.expect, cut_off=True)
+        if findings:
+            call.live_findings = findings
+            raise LiveCheckFailed(quality.summary(findings))
+        checked_words = words
         event = {
             "type": "coach.delta",
             "turn_id": call.turn_id,
@@ -470,11 +506,20 @@ async def coach_relay(call: CoachCall, state: StreamState, pieces: AsyncIterator
                 await flush()
             if now - last_snapshot >= snapshot_s and not call.hold:
                 last_snapshot = now
-                await db_call(coach_snapshot)(message_id=call.message_id, text=text)
-        await flush()
+                # What was relayed (checked): a tab that resumes shows this.
+                await db_call(coach_snapshot)(message_id=call.message_id, text=text[:sent])
+        await flush(ended=True)
+    except LiveCheckFailed:
+        logger.info(
+            "coach's reply on turn %s stopped while streaming: %s", call.turn_id, quality.summary(call.live_findings)
+        )
+        await pieces.aclose()
     except asyncio.CancelledError:
+        # Stopped by the coachee: the reply stays as they saw it (the words not yet checked
+        # were never shown, and are dropped).
         status = MessageStatus.STOPPED
-        await asyncio.shield(flush())
+        if not call.hold:
+            text = text[:sent]
         raise
     except LLMError as exc:
         # Failed, also after some text came: the coachee saw the start of a reply that the

@@ -1,10 +1,11 @@
-"""Coach's relay batches tokens, but never the first one: it is what the coachee waits for."""
+"""Coach's relay: the text is checked as it streams (junk never reaches the screen), and the first
+checked words go out at once (they are what the coachee waits for)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import pytest
@@ -13,7 +14,8 @@ from django.test import override_settings
 from agents.chat import coach
 from agents.llm.client import EndpointSpec, StreamState
 from agents.memory.context import SharedContext
-from agents.models import Turn
+from agents.models import MessageStatus, Turn
+from agents.safety import quality
 
 
 class RecordingLayer:
@@ -22,6 +24,10 @@ class RecordingLayer:
 
     async def group_send(self, group: str, message: dict[str, Any]) -> None:
         self.sent.append((time.monotonic(), message["event"]))
+
+
+PROMPT = "You are the Coach.\nMoves you must not use with this coachee right now: none\nAnswer in two sentences."
+FIRST = "Thanks for telling me how the evening went, that is a real step."  # 13 words
 
 
 def a_call() -> coach.CoachCall:
@@ -40,26 +46,92 @@ def a_call() -> coach.CoachCall:
         turn=Turn(),
         circuit_open=None,
         message_id=7,
+        expect=quality.Expectations(wording=(PROMPT,), languages=frozenset({"en"})),
     )
 
 
-async def pieces(first_after_s: float, rest_after_s: float) -> AsyncIterator[str]:
-    await asyncio.sleep(first_after_s)
-    yield "Hello"
-    await asyncio.sleep(rest_after_s)
-    yield ", there."
+class Stream:
+    """The model's pieces, with pauses; knows whether it was closed before its end."""
+
+    def __init__(self, *steps: tuple[float, str]) -> None:
+        self.steps = steps
+        self.yielded: list[str] = []
+        self.closed_early = False
+
+    async def pieces(self) -> AsyncGenerator[str, None]:
+        try:
+            for pause_s, piece in self.steps:
+                await asyncio.sleep(pause_s)
+                self.yielded.append(piece)
+                yield piece
+        except GeneratorExit:
+            self.closed_early = len(self.yielded) < len(self.steps)
+            raise
 
 
-@override_settings(COACHING_COACH_DELTA_BATCH_MS=200)
-def test_the_first_piece_is_relayed_at_once_and_later_ones_in_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+def relay(call: coach.CoachCall, stream: Stream, monkeypatch: pytest.MonkeyPatch) -> tuple[RecordingLayer, float]:
+    # No database here: snapshots (every COACHING_COACH_SNAPSHOT_S) are turned off by the tests.
+    quality.warm()  # as the ASGI process does at its start
     layer = RecordingLayer()
     monkeypatch.setattr(coach, "get_channel_layer", lambda: layer)
     monkeypatch.setattr(coach, "coach_end", lambda **kwargs: None)
     started = time.monotonic()
+    asyncio.run(coach.coach_relay(call, StreamState(), stream.pieces(), started=started))
+    return layer, started
+
+
+@override_settings(COACHING_COACH_DELTA_BATCH_MS=200, COACHING_COACH_SNAPSHOT_S=3600)
+def test_the_first_checked_words_are_relayed_at_once_and_later_ones_in_batches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # The first piece comes well inside the batch window, the second one too.
-    asyncio.run(coach.coach_relay(a_call(), StreamState(), pieces(0.01, 0.05), started=started))
+    layer, started = relay(a_call(), Stream((0.01, FIRST), (0.05, " What felt easiest?")), monkeypatch)
 
     texts = [event["text"] for _, event in layer.sent]
-    assert texts == ["Hello", ", there."]  # the second waited for the end (inside the window)
+    assert texts == [FIRST, " What felt easiest?"]  # the second waited for the end (inside the window)
     first_at = layer.sent[0][0] - started
     assert first_at < 0.05, f"the first piece waited {first_at:.3f} s for a batch"
+
+
+@override_settings(COACHING_COACH_DELTA_BATCH_MS=0, COACHING_COACH_SNAPSHOT_S=3600)
+def test_the_first_words_wait_until_there_are_enough_to_judge(monkeypatch: pytest.MonkeyPatch) -> None:
+    words = FIRST.split(" ")
+    stream = Stream(*((0.0, word if i == 0 else " " + word) for i, word in enumerate(words)))
+    layer, _ = relay(a_call(), stream, monkeypatch)
+
+    first = layer.sent[0][1]["text"]
+    assert len(first.split()) == coach.LIVE_CHECK_FIRST_WORDS
+    assert "".join(event["text"] for _, event in layer.sent) == FIRST
+
+
+@override_settings(COACHING_COACH_DELTA_BATCH_MS=0, COACHING_COACH_SNAPSHOT_S=3600)
+def test_a_reply_echoing_its_prompt_never_reaches_the_screen_and_its_stream_is_closed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    call = a_call()
+    stream = Stream(
+        (0.0, "Moves you must not use with this coachee right now: none."),
+        (0.0, " And more words follow here."),
+        (0.0, " Many more."),
+    )
+    layer, _ = relay(call, stream, monkeypatch)
+
+    assert layer.sent == []
+    assert "prompt_echo" in {f.check for f in call.live_findings}
+    assert stream.closed_early  # the engine stops generating it
+    assert coach.coach_findings(call, "Moves you must not use", MessageStatus.COMPLETE) == call.live_findings
+
+
+@override_settings(COACHING_COACH_DELTA_BATCH_MS=0, COACHING_COACH_SNAPSHOT_S=3600)
+def test_junk_after_good_words_stops_the_relay_at_the_last_checked_words(monkeypatch: pytest.MonkeyPatch) -> None:
+    call = a_call()
+    stream = Stream(
+        (0.0, FIRST),
+        (0.0, " I am a human, not an AI, and I am not a coach."),
+        (0.0, " Tell me more."),
+    )
+    layer, _ = relay(call, stream, monkeypatch)
+
+    assert [event["text"] for _, event in layer.sent] == [FIRST]
+    assert call.live_findings
+    assert stream.closed_early

@@ -285,6 +285,15 @@ def _identifier() -> Any:
     return identifier
 
 
+def warm() -> None:
+    """Load the language identifier and compile the checks' patterns now: Coach's live check runs
+    on the ASGI event loop, where a first load (~0.5 s) would hold up every socket of the process."""
+    reply_findings(
+        "A sentence long enough to be read for its language, with every check of a reply run over it.",
+        Expectations(languages=frozenset({"en"})),
+    )
+
+
 def coachee_languages(texts: Sequence[str]) -> frozenset[str]:
     """The language the coachee writes in: of their message when the identifier is sure, else of
     their recent messages together; empty (no language check) when it cannot tell."""
