@@ -17,6 +17,10 @@ from agents.memory.context import SharedContext
 from agents.models import MessageStatus, Turn
 from agents.safety import quality
 
+# The relay ends through a database thread (coach_end, patched here), whose connection handling
+# may touch a connection an earlier test left on that thread.
+pytestmark = pytest.mark.django_db
+
 
 class RecordingLayer:
     def __init__(self) -> None:
