@@ -21,7 +21,12 @@ django.setup()
 
 from agents.safety import classifier, evaluation, pregate  # noqa: E402
 
-SETS = {"evaluation": "crisis_eval_*.tsv", "holdout": "crisis_holdout.tsv", "blind": "crisis_blind.tsv"}
+SETS = {
+    "evaluation": "crisis_eval_*.tsv",
+    "holdout": "crisis_holdout.tsv",
+    "blind": "crisis_blind.tsv",
+    "probe": "crisis_probe.tsv",
+}
 
 
 def out_of_fold_scores() -> tuple[Any, Any, Any, Any, Any]:
@@ -101,7 +106,7 @@ def main() -> None:
         "--set",
         choices=list(SETS),
         default="evaluation",
-        help="holdout: tests/data/crisis_holdout.tsv; blind: tests/data/crisis_blind.tsv",
+        help="; ".join(f"{name}: tests/data/{files}" for name, files in SETS.items()),
     )
     parser.add_argument("--cv", action="store_true", help="5-fold cross-validation of the classifier on training data")
     args = parser.parse_args()

@@ -50,7 +50,8 @@ def test_the_evaluation_set_is_big_enough_apart_from_training_and_varied() -> No
     _, _, training = classifier.read_training_data()
     held_out = evaluation.load_eval_set(pattern="crisis_holdout.tsv")
     blind = evaluation.load_eval_set(pattern="crisis_blind.tsv")
-    overlap = {_normalised(t) for t in training} & {_normalised(row.text) for row in EVAL + held_out + blind}
+    probe = evaluation.load_eval_set(pattern="crisis_probe.tsv")
+    overlap = {_normalised(t) for t in training} & {_normalised(row.text) for row in EVAL + held_out + blind + probe}
     assert overlap == set()
 
 
