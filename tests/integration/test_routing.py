@@ -143,9 +143,10 @@ async def test_coach_failing_after_its_first_token_shows_an_error_with_retry_not
     two_worker_stack: LiveStack, routed: None, sim: SimulatorServer, sim_b: SimulatorServer
 ) -> None:
     await sync_to_async(coach_backup_on)(sim_b)
-    # Slow enough that the first tokens are relayed (deltas go out in 30-50 ms batches) before
-    # the server drops the stream after its third token.
-    sim.configure(agents={"coach": {"fault": "drop", "drop_after_tokens": 3, "output_tokens": 30, "tokens_per_s": 15}})
+    # Slow enough that the first words are relayed (once there are enough for the live check,
+    # coach.LIVE_CHECK_FIRST_WORDS; the simulator's tokens are words and periods) before the
+    # server drops the stream after its twelfth token.
+    sim.configure(agents={"coach": {"fault": "drop", "drop_after_tokens": 12, "output_tokens": 30, "tokens_per_s": 15}})
     client = await start_turn(two_worker_stack, "dropped-1", "I want to start running again.")
     try:
         error = await client.until(lambda e: e["type"] == "error" and e.get("turn_id") is not None, timeout_s=60)
