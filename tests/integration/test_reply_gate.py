@@ -49,7 +49,9 @@ async def test_coach_junk_is_withdrawn_and_the_full_answer_stands(live_stack: Li
     assert message is not None
     assert message.status == MessageStatus.WITHDRAWN
     assert message.text == reply_gate.WITHDRAWN_NOTICE
-    assert run.raw_output == META_JUNK  # kept for the review
+    # Kept for the review: what the model wrote until the live check stopped its stream.
+    assert run.raw_output
+    assert META_JUNK.startswith(run.raw_output)
     assert turn.flagged
     assert "coach reply withdrawn" in turn.flag_reason
     assert "meta_talk" in checks
