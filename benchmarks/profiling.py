@@ -31,7 +31,9 @@ class PySpy:
             return cls(None, output)
         output.parent.mkdir(parents=True, exist_ok=True)
         # Collapsed stacks: readable as text, and speedscope or flamegraph.pl draw them.
-        argv = [exe, "record", "--pid", str(pid), "--rate", str(SAMPLES_PER_S), "--format", "raw"]
+        # --gil: only the thread holding the GIL is sampled. Without it a thread waiting for the GIL
+        # (most of them, on a busy process) is sampled where it waits, e.g. in a metrics lock.
+        argv = [exe, "record", "--pid", str(pid), "--rate", str(SAMPLES_PER_S), "--format", "raw", "--gil"]
         argv += ["--output", str(output)]
         argv += ["--subprocesses"] if subprocesses else []
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
