@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import os
 import time
 import weakref
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import openai
@@ -86,7 +87,6 @@ class StreamState:
     completion_tokens: int | None = None
     first_token_at: float | None = None
     chunks: int = 0
-    extras: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _check_allowed() -> None:
@@ -254,43 +254,62 @@ async def chat_stream(
     circuit = breaker.for_endpoint(spec.name)
     if not circuit_checked:
         await asyncio.to_thread(circuit.before_call)
+    request = _async_client(spec.base_url, spec.api_key).chat.completions.with_streaming_response.create(
+        **kwargs, stream=True, timeout=timeout
+    )
     try:
-        stream = await _async_client(spec.base_url, spec.api_key).chat.completions.create(
-            **kwargs, stream=True, timeout=timeout
-        )
-    except Exception as exc:
-        if is_health_failure(exc):
-            await asyncio.to_thread(circuit.record_failure)
-        raise translate_error(exc) from exc
-    try:
-        async for chunk in stream:
-            if time.monotonic() > budget_ends:
-                raise LLMStreamTooSlow("the model streamed too slowly to finish within its time budget")
-            if chunk.usage is not None:
-                state.prompt_tokens = chunk.usage.prompt_tokens
-                state.completion_tokens = chunk.usage.completion_tokens
-            if chunk.model_extra:
-                state.extras.append(dict(chunk.model_extra))
-            if not chunk.choices:
-                continue
-            choice = chunk.choices[0]
-            if choice.finish_reason:
-                state.finish_reason = choice.finish_reason
-            piece = choice.delta.content if choice.delta else None
-            if piece:
-                if state.first_token_at is None:
-                    state.first_token_at = time.time()
-                state.chunks += 1
-                yield piece
+        # Leaving the block closes the HTTP stream: the server stops generating.
+        async with request as response:
+            async for chunk in _stream_chunks(response):
+                if time.monotonic() > budget_ends:
+                    raise LLMStreamTooSlow("the model streamed too slowly to finish within its time budget")
+                if usage := chunk.get("usage"):
+                    state.prompt_tokens = usage.get("prompt_tokens")
+                    state.completion_tokens = usage.get("completion_tokens")
+                if not (choices := chunk.get("choices")):
+                    continue
+                choice = choices[0]
+                if finish_reason := choice.get("finish_reason"):
+                    state.finish_reason = finish_reason
+                piece = (choice.get("delta") or {}).get("content")
+                if piece:
+                    if state.first_token_at is None:
+                        state.first_token_at = time.time()
+                    state.chunks += 1
+                    yield piece
     except (asyncio.CancelledError, GeneratorExit):
         raise
     except Exception as exc:
         if is_health_failure(exc):
             await asyncio.to_thread(circuit.record_failure)
         raise translate_error(exc) from exc
-    finally:
-        await stream.close()
     await asyncio.to_thread(circuit.record_success)
+
+
+async def _stream_chunks(response: openai.AsyncAPIResponse[Any]) -> AsyncIterator[dict[str, Any]]:
+    """The JSON chunks of a streamed chat completion (server-sent events), as plain dicts.
+
+    The openai package's own stream builds a typed model of every chunk, ~100 us a token on
+    this machine against ~5 us for json.loads: at 50 coachees streaming 120 tokens/s each from
+    a GPU, that alone is most of one core, on the event loop every socket of the process shares.
+    """
+    data: list[str] = []
+    async for line in response.iter_lines():
+        if line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+            continue
+        if line or not data:
+            continue  # an event's other fields (event:, id:) or a comment (": ping")
+        payload, data = "\n".join(data), []
+        if payload == "[DONE]":
+            return
+        chunk = json.loads(payload)
+        if not isinstance(chunk, dict):
+            raise LLMTransientError("model server streamed a chunk that is not a JSON object")
+        if error := chunk.get("error"):  # a server failing mid-stream (vLLM, OpenAI)
+            message = error.get("message") if isinstance(error, dict) else str(error)
+            raise openai.APIError(f"model server failed mid-stream: {message}", response.http_request, body=error)
+        yield chunk
 
 
 def list_models(spec: EndpointSpec, *, timeout_s: float = 5.0) -> list[str]:

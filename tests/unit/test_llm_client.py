@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import time
+from typing import Any
 
 import httpx2
 import openai
@@ -206,7 +209,6 @@ async def test_chat_stream_yields_pieces_that_join_to_the_text(sim: SimulatorSer
     # vLLM is asked for usage in the stream.
     assert state.prompt_tokens == calls[0]["prompt_tokens"]
     assert state.completion_tokens == len(token_pieces(REPLY))
-    assert any("sim_emitted_at" in extra for extra in state.extras)
 
 
 async def test_chat_stream_from_llamacpp_has_no_usage(sim: SimulatorServer) -> None:
@@ -238,3 +240,77 @@ async def test_chat_stream_refused_without_the_simulator() -> None:
     with pytest.raises(LLMRequestsDisabled):
         async for _ in chat_stream(spec, MESSAGES, StreamState(), max_tokens=10, temperature=0.0):
             pass
+
+
+# --- The stream as the server writes it (server-sent events, read without the client's models) ---
+
+
+async def serve_once(body: bytes) -> tuple[asyncio.Server, str]:
+    """An HTTP server that answers every request with this event stream, as written."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        lengths = [line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")]
+        length = int(lengths[0])
+        await reader.readexactly(length)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n" + body)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    return server, f"http://127.0.0.1:{port}/v1"
+
+
+def event(data: dict[str, object]) -> bytes:
+    return b"data: " + json.dumps(data).encode() + b"\n\n"
+
+
+def piece(text: str) -> dict[str, object]:
+    return {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
+
+
+async def stream_from(body: bytes, state: StreamState, pieces: list[str] | None = None) -> list[str]:
+    """The pieces chat_stream yields from this stream (into `pieces` as they come, if given)."""
+    server, base_url = await serve_once(body)
+    spec = EndpointSpec(name=f"sse-{id(body)}", kind="vllm", base_url=base_url, model_id="m", read_timeout_s=5.0)
+    pieces = [] if pieces is None else pieces
+    try:
+        async for text in chat_stream(spec, MESSAGES, state, max_tokens=20, temperature=0.0):
+            pieces.append(text)
+    finally:
+        server.close()
+    return pieces
+
+
+async def test_the_stream_skips_comments_and_other_fields_and_joins_multiline_data(settings: Any) -> None:
+    settings.COACHING_LLM_ALLOW_REQUESTS = True
+    body = (
+        b": keep-alive\n\n"
+        + b"event: message\nid: 1\n"
+        + event(piece("One"))
+        + b'data: {"choices": [{"index": 0,\ndata:  "delta": {"content": " two"}, "finish_reason": null}]}\n\n'
+        + event({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        + event({"choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": 2}})
+        + b"data: [DONE]\n\n"
+    )
+    state = StreamState()
+    assert await stream_from(body, state) == ["One", " two"]
+    assert (state.finish_reason, state.prompt_tokens, state.completion_tokens, state.chunks) == ("stop", 12, 2, 2)
+
+
+async def test_an_error_event_mid_stream_is_a_transient_error_after_the_pieces_before_it(settings: Any) -> None:
+    settings.COACHING_LLM_ALLOW_REQUESTS = True
+    body = event(piece("Half")) + event({"error": {"message": "engine died", "code": 500}}) + event(piece(" more"))
+    state = StreamState()
+    pieces: list[str] = []
+    with pytest.raises(LLMTransientError, match="engine died"):
+        await stream_from(body, state, pieces)
+    assert pieces == ["Half"]
+
+
+@pytest.mark.parametrize("bad", [b"data: {not json\n\n", b"data: [1, 2]\n\n"])
+async def test_a_chunk_that_is_not_a_json_object_is_a_transient_error(settings: Any, bad: bytes) -> None:
+    settings.COACHING_LLM_ALLOW_REQUESTS = True
+    with pytest.raises(LLMTransientError):
+        await stream_from(event(piece("Ok")) + bad, StreamState())
