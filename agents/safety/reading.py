@@ -34,6 +34,8 @@ def fold(text: str) -> str:
     # NFKC folds look-alike characters (full-width letters, ligatures) people or keyboards produce;
     # NFD then drops the accents, so a pattern written with or without them matches both
     # spellings ("möchte"/"mochte", "daño"/"dano"). casefold turns "ß" into "ss".
+    if text.isascii():  # most replies and messages: no width, accents or invisible characters
+        return text.lower()
     text = unicodedata.normalize("NFKC", text).translate(_INVISIBLE).casefold().replace("\u2019", "'")
     decomposed = unicodedata.normalize("NFD", text)
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))

@@ -130,16 +130,16 @@ def reply_findings(text: str, expect: Expectations, *, cut_off: bool = False) ->
     """Everything wrong with a reply to a coachee; empty when it may be shown. `cut_off`: the
     start of a reply whose stream failed (shown with an error): too short is expected there,
     everything else is checked as usual."""
-    words = _words(text)
+    folded = fold(text)
+    words = _words_of_folded(folded)
     if not cut_off and (len(words) < MIN_WORDS or len(_LETTER.findall(text)) < MIN_LETTERS):
         return [Finding("empty", f"{len(words)} words"), *_structured(text)]
-    folded = fold(text)
     findings = [
         *_structured(text),
         *_echoes(words, folded, expect.wording),
-        *_matches("meta_talk", folded, META_TALK),
+        *_matches("meta_talk", folded, _META_TALK),
         *_repetition(words, text),
-        *_matches("role_confusion", folded, ROLE_CONFUSION, multiline=True),
+        *_matches("role_confusion", folded, _ROLE_CONFUSION),
         *_language(text, expect.languages),
         *_blocked_moves(folded, expect.blocked_moves),
         *_risk_behaviour(folded, expect.risk_topics),
@@ -152,14 +152,14 @@ def memory_findings(text: str, wording: tuple[str, ...] = ()) -> list[Finding]:
     """What is wrong with one item the memory page shows (a goal, a priority, a pattern's
     wording): a short phrase, so no length or language judgement, but never markup, prompt
     text, talk about the system or a loop."""
-    words = _words(text)
+    folded = fold(text)
+    words = _words_of_folded(folded)
     if not words:
         return [Finding("empty", "no words")]
-    folded = fold(text)
     return [
         *_structured(text),
         *_echoes(words, folded, wording),
-        *_matches("meta_talk", folded, META_TALK),
+        *_matches("meta_talk", folded, _META_TALK),
         *_repetition(words, text),
     ]
 
@@ -167,11 +167,7 @@ def memory_findings(text: str, wording: tuple[str, ...] = ()) -> list[Finding]:
 def topics_in(texts: Iterable[str]) -> frozenset[str]:
     """The risk topics (gambling, alcohol, eating, spending) these texts speak of."""
     folded = [fold(t) for t in texts]
-    return frozenset(
-        topic
-        for topic, words in RISK_TOPICS.items()
-        if any(_compiled(p).search(t) for p in words["topic"] for t in folded)
-    )
+    return frozenset(topic for topic, pattern in _TOPIC_WORDS.items() if any(pattern.search(t) for t in folded))
 
 
 def language_of(text: str) -> str | None:
@@ -191,16 +187,28 @@ def summary(findings: Sequence[Finding]) -> str:
 
 
 def _words(text: str) -> list[str]:
-    return [w.casefold() for w in _WORD.findall(fold(text))]
+    return _words_of_folded(fold(text))
+
+
+def _words_of_folded(folded: str) -> list[str]:
+    return [w.casefold() for w in _WORD.findall(folded)]
 
 
 def _grams(words: Sequence[str], n: int) -> Iterable[tuple[str, ...]]:
     return (tuple(words[i : i + n]) for i in range(len(words) - n + 1))
 
 
-@functools.lru_cache(maxsize=1024)
-def _compiled(pattern: str, flags: int = 0) -> re.Pattern[str]:
-    return re.compile(pattern, flags)
+def _any_of(patterns: Sequence[str], flags: int = 0) -> re.Pattern[str]:
+    # One search for a list: Coach's live check runs every check a dozen times a reply on the
+    # event loop, where a search per pattern cost ~3x the time.
+    return re.compile("|".join(f"(?:{p})" for p in patterns), flags)
+
+
+# Per language, so that a finding can say which language's wording it was.
+_META_TALK = {language: _any_of(patterns) for language, patterns in META_TALK.items()}
+_ROLE_CONFUSION = {language: _any_of(patterns, re.MULTILINE) for language, patterns in ROLE_CONFUSION.items()}
+_TOPIC_WORDS = {topic: _any_of(words["topic"]) for topic, words in RISK_TOPICS.items()}
+_RISK_PUSH = {topic: _any_of(words["push"]) for topic, words in RISK_TOPICS.items()}
 
 
 def _structured(text: str) -> list[Finding]:
@@ -212,18 +220,16 @@ def _echoes(words: Sequence[str], folded: str, wording: tuple[str, ...]) -> list
     if any(gram in index.runs for gram in _grams(words, ECHO_WORDS)):
         return [Finding("prompt_echo", f"repeats {ECHO_WORDS}+ words of the prompt")]
     for line in folded.splitlines():
-        head = " ".join(_words(line.split(":", 1)[0])) if ":" in line else ""
+        head = " ".join(_words_of_folded(line.split(":", 1)[0])) if ":" in line else ""
         if head and head in index.headings:
             return [Finding("prompt_echo", "repeats a heading of the prompt")]
     return []
 
 
-def _matches(check: str, folded: str, table: dict[str, list[str]], *, multiline: bool = False) -> list[Finding]:
-    flags = re.MULTILINE if multiline else 0
-    for language, patterns in table.items():
-        for pattern in patterns:
-            if _compiled(pattern, flags).search(folded):
-                return [Finding(check, f"{language} wording")]
+def _matches(check: str, folded: str, table: dict[str, re.Pattern[str]]) -> list[Finding]:
+    for language, pattern in table.items():
+        if pattern.search(folded):
+            return [Finding(check, f"{language} wording")]
     return []
 
 
@@ -267,11 +273,7 @@ def _blocked_moves(folded: str, moves: tuple[BlockedMove, ...]) -> list[Finding]
 
 
 def _risk_behaviour(folded: str, topics: frozenset[str]) -> list[Finding]:
-    return [
-        Finding("risk_behaviour", topic)
-        for topic in sorted(topics)
-        if any(_compiled(p).search(folded) for p in RISK_TOPICS[topic]["push"])
-    ]
+    return [Finding("risk_behaviour", topic) for topic in sorted(topics) if _RISK_PUSH[topic].search(folded)]
 
 
 @functools.cache
