@@ -4,11 +4,13 @@ and per category, with the patterns the seed migrations install (no database nee
     .venv/bin/python scripts/crisis_eval.py [--missed] [--layer pattern|classifier|both] [--set holdout|blind]
     .venv/bin/python scripts/crisis_eval.py --cv    # the classifier's thresholds, on the training set only
                                                     # (the main one, then the context rule's)
+    .venv/bin/python scripts/crisis_eval.py --cv-writers   # the same, each writer's file left out in turn
 """
 
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,35 +31,66 @@ SETS = {
 }
 
 
-def out_of_fold_scores() -> tuple[Any, Any, Any, Any, Any]:
-    """Every training row scored by a 5-fold fit that never saw it: (labels, crisis, distress,
-    category, long enough), numpy arrays."""
+Folds = list[tuple[Any, Any]]  # (training row indices, scored row indices) per fit
+MakeFolds = Callable[[list[str], list[str], list[str]], Folds]  # (languages, labels, files) -> folds
+
+
+def row_folds(langs: list[str], labels: list[str], files: list[str]) -> Folds:
+    """Five folds of rows, stratified by language and label: a writer's other rows are trained on."""
     import numpy as np
     from sklearn.model_selection import StratifiedKFold
 
-    langs, labels, texts = classifier.read_training_data()
+    strata = [f"{lang}/{label}" for lang, label in zip(langs, labels, strict=True)]
+    return list(StratifiedKFold(n_splits=5, shuffle=True, random_state=0).split(np.zeros(len(labels)), strata))
+
+
+def writer_folds(langs: list[str], labels: list[str], files: list[str]) -> Folds:
+    """Each written_* file (one writer's messages) scored by a fit on all the others: how the
+    classifier reads wording of a writer it never saw, which row folds flatter (a writer's
+    phrasings recur across their rows). training.tsv (short phrases) is always trained on."""
+    import numpy as np
+
+    names = np.array(files)
+    return [(np.where(names != held)[0], np.where(names == held)[0]) for held in sorted(set(files) - {"training"})]
+
+
+def out_of_fold_scores(make_folds: MakeFolds = row_folds) -> tuple[Any, Any, Any, Any, Any]:
+    """Every scored training row scored by a fit that never saw it: (labels, crisis, distress,
+    category, long enough), numpy arrays; a row no fold scores stays out of all of them."""
+    import numpy as np
+
+    files, langs, labels, texts = [], [], [], []
+    for path in classifier.TRAINING_FILES:
+        file_langs, file_labels, file_texts = classifier.read_training_data((path,))
+        files += [path.stem] * len(file_texts)
+        langs += file_langs
+        labels += file_labels
+        texts += file_texts
     embeddings = classifier.embed(texts)
     crisis, distress = np.zeros(len(texts)), np.zeros(len(texts))
     category = np.empty(len(texts), dtype=object)
-    folds = StratifiedKFold(n_splits=5, shuffle=True, random_state=0)
-    for train, test in folds.split(texts, [f"{lang}/{label}" for lang, label in zip(langs, labels, strict=True)]):
+    folds = make_folds(langs, labels, files)
+    for train, test in folds:
         fitted = classifier.fit([texts[i] for i in train], [labels[i] for i in train], embeddings=embeddings[train])
         detector = classifier.Detector(fitted)
         for i in test:
             score = detector.score(texts[i], explain=False)
             crisis[i], distress[i], category[i] = score.crisis, score.distress, score.category
     long_enough = np.array([not classifier.too_short(text) for text in texts])
-    return np.array(labels), crisis, distress, category, long_enough
+    scored = np.sort(np.concatenate([test for _, test in folds]))  # row folds: every row, in order
+    return np.array(labels)[scored], crisis[scored], distress[scored], category[scored], long_enough[scored]
 
 
-def cross_validate(thresholds: tuple[float, ...] = (0.5, 0.6, 0.7, 0.8, 0.85, 0.9)) -> None:
+def cross_validate(
+    make_folds: MakeFolds = row_folds, thresholds: tuple[float, ...] = (0.5, 0.6, 0.7, 0.8, 0.85, 0.9)
+) -> None:
     """Recall on crisis rows and false positives on everyday rows of the training set, each row
     scored by a fit that never saw it: how the thresholds are chosen without any evaluation set.
     Then the context rule (a question about means or not eating after distress earlier in the
     session) on conversations made of those rows."""
     import numpy as np
 
-    labels, crisis, distress, category, long_enough = out_of_fold_scores()
+    labels, crisis, distress, category, long_enough = out_of_fold_scores(make_folds)
     is_crisis = np.isin(labels, classifier.CATEGORIES)
     print("| threshold | recall (crisis rows) | false positives (everyday rows) |\n| --- | --- | --- |")
     for threshold in thresholds:
@@ -109,9 +142,12 @@ def main() -> None:
         help="; ".join(f"{name}: tests/data/{files}" for name, files in SETS.items()),
     )
     parser.add_argument("--cv", action="store_true", help="5-fold cross-validation of the classifier on training data")
+    parser.add_argument(
+        "--cv-writers", action="store_true", help="cross-validation leaving each writer's training file out in turn"
+    )
     args = parser.parse_args()
-    if args.cv:
-        cross_validate()
+    if args.cv or args.cv_writers:
+        cross_validate(writer_folds if args.cv_writers else row_folds)
         return
     patterns = evaluation.seeded_patterns()
 
