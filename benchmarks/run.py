@@ -40,6 +40,16 @@ from benchmarks.stack import (
 
 DEFAULT_DATABASE_URL = "postgres://postgres@localhost:5432/coaching_bench"
 CRITIC_APPROVES = {"violated_moves": [], "unsafe_content": [], "explanation": "ok"}
+# Stability finds a minor risk, blocks nothing and does not escalate. Its random answers blocked
+# moves or escalated on most turns, and a coachee with known risks gets Coach's reply held until
+# it is checked (reply_gate.risks_known), not streamed: Coach's first token was then measured on
+# one turn in twenty at one coachee, and the streaming path most coachees take hardly at all.
+STABILITY_CALM = {
+    "risks": [{"description": "Stress at work", "severity": 2, "detectability": 2, "reversibility": 1}],
+    "blocked_moves": [],
+    "escalation": "none",
+    "rationale": "An ordinary week; nothing to block.",
+}
 REAL_DEADLINE_S = 600.0
 # Decomposition figures compared against the 1-coachee run to say where overhead grows.
 STAGE_FIGURES = (
@@ -141,12 +151,14 @@ def build_scenarios(args: argparse.Namespace) -> tuple[ScenarioSpec | None, list
 
 def simulator_profile(args: argparse.Namespace) -> dict[str, Any]:
     """TTFT and rate for every agent; Coach writes free text, the others schema-valid JSON,
-    and the critic always approves so no turn regenerates by chance."""
+    the critic always approves so no turn regenerates by chance, and Stability never blocks or
+    escalates, so Coach's reply streams."""
     return {
         "default": {"ttft_ms": args.ttft_ms, "tokens_per_s": args.tokens_per_s},
         "agents": {
             "coach": {"output_tokens": args.coach_tokens},
             "critic": {"script": [CRITIC_APPROVES], "repeat_last": True},
+            "stability": {"script": [STABILITY_CALM], "repeat_last": True},
         },
     }
 
