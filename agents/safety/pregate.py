@@ -462,7 +462,7 @@ UNSAFE_PATTERNS: dict[str, list[str]] = {
         r"(я (ваш |твои |настоящии )?(психотерапевт|психолог|психиатр|врач)\b|я (живои|настоящии) человек)",
     ],
 }
-# One alternation per kind: Coach's live check runs this a dozen times a reply on the event loop.
+# One compiled alternation per kind, so a finding names its kind.
 _UNSAFE_COMPILED = {
     kind: re.compile("|".join(f"(?:{p})" for p in patterns)) for kind, patterns in UNSAFE_PATTERNS.items()
 }
