@@ -73,10 +73,9 @@ CUT_OFF_ERROR = (
 # words wait until there are enough to judge (a prompt echo is 6 words), and each later batch is
 # relayed only once the whole text so far passes. A reply that fails is not relayed further, its
 # request is closed (the engine stops generating it) and it is withdrawn when it ends: junk never
-# reaches the screen, not even while it streams. A check of a 100-word reply costs ~1.7 ms on the
-# event loop; every 12 words it is ~10 checks a reply (every 4 words cost the benchmark's 50
-# coachees a visible share of Daphne's loop), and a GPU at ~120 tokens/s writes 12 words in
-# about 0.1 s (estimated from the rate, not measured).
+# reaches the screen, not even while it streams. A check of a 74-word reply costs ~1.5 ms on the
+# event loop (measured on a 2-core Xeon); every 12 words it is ~10 checks a 100-word reply, and a
+# GPU at ~120 tokens/s writes 12 words in about 0.1 s (estimated from the rate, not measured).
 LIVE_CHECK_FIRST_WORDS = 8
 LIVE_CHECK_EVERY_WORDS = 12
 
