@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -46,6 +45,7 @@ from tests.support.stack import (
     stack_env,
     stop_stack,
     wait_http,
+    wait_until_quiet,
     wait_worker,
 )
 from tests.support.stack import ROOT as REPO_ROOT
@@ -283,7 +283,5 @@ def routed(sim: SimulatorServer, sim_b: SimulatorServer, seeded_tx: None, slots:
         server.configure(agents={"critic": {"script": [CLEAN_CRITIC], "repeat_last": True}})
     yield
     for server in (sim, sim_b):
-        deadline = time.monotonic() + 30
-        while server.concurrency()["in_flight"] and time.monotonic() < deadline:
-            time.sleep(0.2)
+        wait_until_quiet(server)
     sim_b.reset()

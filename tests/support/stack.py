@@ -148,14 +148,22 @@ def stop_stack(stack: LiveStack) -> None:
 
 
 def wait_until_quiet(sim: SimulatorServer, timeout_s: float = 30) -> None:
-    """Let work a test left behind (a stopped turn's agents) finish before the tables are
-    truncated under it: no model call in flight, twice in a row."""
+    """Let work a test left behind (a stopped turn's agents, a canvas still running after the
+    test saw what it waited for) finish before the tables are truncated under it: no model call
+    in flight and no other database session in a statement or a transaction, three times in a
+    row. (A worker between two model calls holds no call open, but a transaction of its own
+    deadlocked against the TRUNCATE.)"""
     deadline = time.monotonic() + timeout_s
     quiet = 0
-    while time.monotonic() < deadline and quiet < 2:
-        in_flight = [c for c in sim.calls() if c.get("finished_at") is None]
-        quiet = 0 if in_flight else quiet + 1
-        time.sleep(0.3)
+    with psycopg.connect(stack_env()["DATABASE_URL"], autocommit=True) as conn:
+        while time.monotonic() < deadline and quiet < 3:
+            in_flight = [c for c in sim.calls() if c.get("finished_at") is None]
+            busy = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND pid <> pg_backend_pid() AND state <> 'idle'"
+            ).fetchone()
+            quiet = 0 if in_flight or (busy and busy[0]) else quiet + 1
+            time.sleep(0.2)
 
 
 def login_cookie(username: str, password: str) -> str:
