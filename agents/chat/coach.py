@@ -107,8 +107,9 @@ class CoachCall:
     thinking: bool = False
     cache_salt: str | None = None
     blocked_moves: list[str] = dataclasses.field(default_factory=list)  # blocked on the previous turn
-    # Set by coach_gate_prepare: what the reply is checked against, and whether it is held back
-    # (not streamed) until it passes, because this coachee has known risks.
+    # Set by coach_gate_prepare (in coach_record_start, before the relay): what the reply is
+    # checked against, and whether it is held back (not streamed) until it passes, because
+    # this coachee has known risks.
     expect: quality.Expectations = dataclasses.field(default_factory=quality.Expectations)
     hold: bool = False
     # Set by coach_relay when the text so far failed the gate while streaming.
@@ -179,20 +180,22 @@ def coach_prepare(turn: Turn) -> CoachCall | None:
     blocked = (
         shared.previous_blocked_moves if shared.previous_blocked_moves is not None else previous_blocked_moves(turn)
     )
-    call = _call_for(
+    return _call_for(
         turn, setup, shared, blocked, deadline=turn.deadline_at.timestamp(), circuit_open=circuit_open, routes=routes
     )
-    return coach_gate_prepare(call, setup)
 
 
-def coach_gate_prepare(call: CoachCall, setup: TurnSetup) -> CoachCall:
-    """What Coach's reply will be checked against when it ends, and whether it must be held
-    until then (read here, in the database thread, before any of it is relayed)."""
+def coach_gate_prepare(call: CoachCall) -> None:
+    """What Coach's reply will be checked against, and whether it must be held until it ends
+    (known risks). The request does not need it, the relay does: read after the request is
+    out (coach_record_start), before any of the reply is relayed."""
     call.expect = reply_gate.expectations_for(
-        call.turn, wording=[m["content"] for m in call.messages], blocked=call.blocked_moves, catalog=setup.catalog
+        call.turn,
+        wording=[m["content"] for m in call.messages],
+        blocked=call.blocked_moves,
+        catalog=turn_setup.setup_for(call.turn_id).catalog,
     )
     call.hold = reply_gate.risks_known(call.turn, call.expect)
-    return call
 
 
 def _call_for(
@@ -244,8 +247,10 @@ def _call_for(
 
 
 def coach_record_start(*, call: CoachCall) -> None:
-    """Create the Coach message and run and announce them (while the model prepares its
-    first token: coach_run sends the request first)."""
+    """Read what the reply is checked against, then create the Coach message and run and
+    announce them: all while the model prepares its first token (coach_run sends the request
+    first)."""
+    coach_gate_prepare(call)
     # Bookkeeping commit: the message is empty until coach_end, which commits durably.
     with bookkeeping_atomic():
         # The turn's row before the session's (next_seq), the order every other writer of a
