@@ -74,8 +74,8 @@ def out_of_fold_scores(make_folds: MakeFolds = row_folds) -> tuple[Any, Any, Any
         fitted = classifier.fit([texts[i] for i in train], [labels[i] for i in train], embeddings=embeddings[train])
         detector = classifier.Detector(fitted)
         for i in test:
-            score = detector.score(texts[i], explain=False)
-            crisis[i], distress[i], category[i] = score.crisis, score.distress, score.category
+            score = detector.score(texts[i])
+            crisis[i], distress[i], category[i] = score.crisis, detector.distress(texts[i]), score.category
     long_enough = np.array([not classifier.too_short(text) for text in texts])
     scored = np.sort(np.concatenate([test for _, test in folds]))  # row folds: every row, in order
     return np.array(labels)[scored], crisis[scored], distress[scored], category[scored], long_enough[scored]

@@ -20,6 +20,7 @@ on two cores, loading the cached fit a few tens of milliseconds.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import os
@@ -235,15 +236,17 @@ def fit(texts: list[str], labels: list[str], *, embeddings: np.ndarray | None = 
 
 @dataclass(frozen=True)
 class Score:
-    """The classifier's view of one message: crisis probability, its likeliest crisis category,
-    distress (scored for earlier messages of the session only), the n-grams that weighed most and
-    how much the message's meaning (the embedding) weighed, in log-odds."""
+    """The classifier's view of one message: crisis probability and its likeliest crisis category,
+    from its most worrying piece; for a hit (`Detector.explain`) also the n-grams that weighed
+    most there and how much the piece's meaning (the embedding) weighed, in log-odds."""
 
     crisis: float
     category: str
-    distress: float
     features: list[str] = field(default_factory=list)
     meaning: float = 0.0
+    # The most worrying piece and its embedding, kept for `explain` (nothing is embedded twice).
+    piece: str = field(default="", repr=False)
+    embedding: np.ndarray | None = field(default=None, repr=False, compare=False)
 
 
 class Detector:
@@ -253,33 +256,46 @@ class Detector:
         self._ngram_weights = fitted.crisis.coef_[0, : len(self._names)]
         self._meaning_weights = fitted.crisis.coef_[0, len(self._names) :] * EMBED_WEIGHT
 
-    def score(self, text: str, *, explain: bool = True) -> Score:
-        model = self.fitted
+    def _read(self, text: str) -> tuple[list[str], np.ndarray, scipy.sparse.csr_matrix] | None:
+        """The message's readable pieces, their embeddings and features."""
         pieces = [piece for piece in chunks(text) if readable(piece)]
         if not pieces:
-            return Score(crisis=0.0, category=CATEGORIES[0], distress=0.0)
+            return None
         if len(pieces) > EMBED_CHUNKS:
             # The n-grams' half of the decision is cheap for every piece: embed the ones it
             # finds most worrying, so a crisis sentence inside a long message is still read.
-            leaning = model.vectorizer.transform(pieces) @ self._ngram_weights
+            leaning = self.fitted.vectorizer.transform(pieces) @ self._ngram_weights
             pieces = [pieces[i] for i in sorted(np.argsort(leaning)[::-1][:EMBED_CHUNKS])]
         embeddings = embed(pieces)
-        features = model.features(pieces, embeddings)
-        crisis = model.crisis.predict_proba(features)[:, 1]
+        return pieces, embeddings, self.fitted.features(pieces, embeddings)
+
+    def score(self, text: str) -> Score:
+        """What the decision needs, for every message at accept; nothing else is computed."""
+        read = self._read(text)
+        if read is None:
+            return Score(crisis=0.0, category=CATEGORIES[0])
+        pieces, embeddings, features = read
+        crisis = self.fitted.crisis.predict_proba(features)[:, 1]
         worst = int(np.argmax(crisis))
-        row = features[worst]
-        category = str(model.category.predict(row)[0])
-        distress = float(model.distress.predict_proba(features)[:, 1].max()) if not explain else 0.0
-        top: list[str] = []
-        meaning = 0.0
-        if explain:
-            # The n-grams that pushed hardest towards crisis in the most worrying piece.
-            ngrams = model.vectorizer.transform([pieces[worst]])
-            weights = ngrams.data * self._ngram_weights[ngrams.indices]
-            order = np.argsort(weights)[::-1][:5]
-            top = [str(self._names[ngrams.indices[i]]) for i in order if weights[i] > 0]
-            meaning = float(embeddings[worst] @ self._meaning_weights)
-        return Score(crisis=float(crisis[worst]), category=category, distress=distress, features=top, meaning=meaning)
+        category = str(self.fitted.category.predict(features[worst])[0])
+        return Score(float(crisis[worst]), category, piece=pieces[worst], embedding=embeddings[worst])
+
+    def explain(self, score: Score) -> Score:
+        """`score` with why: the n-grams that pushed hardest towards crisis in the most worrying
+        piece, and the embedding's share. For a hit only (what the turn records)."""
+        if score.embedding is None:
+            return score
+        ngrams = self.fitted.vectorizer.transform([score.piece])
+        weights = ngrams.data * self._ngram_weights[ngrams.indices]
+        order = np.argsort(weights)[::-1][:5]
+        top = [str(self._names[ngrams.indices[i]]) for i in order if weights[i] > 0]
+        meaning = float(score.embedding @ self._meaning_weights)
+        return dataclasses.replace(score, features=top, meaning=meaning)
+
+    def distress(self, text: str) -> float:
+        """Distress or worse, for an earlier message of the session (context for the next)."""
+        read = self._read(text)
+        return float(self.fitted.distress.predict_proba(read[2])[:, 1].max()) if read is not None else 0.0
 
 
 def _cache_path(digest: str) -> Path:
@@ -367,9 +383,14 @@ def classify(text: str, history: list[str] | None = None) -> ClassifierHit | Non
     current = model.score(text)
     about = reading.informational(reading.readings(text).all())
     if current.crisis >= (THRESHOLD_INFORMATIONAL if about else THRESHOLD):
-        return ClassifierHit(current.crisis, current.category, current.features, current.meaning, 0.0)
+        return _hit(model, current, context=0.0)
     if current.crisis >= THRESHOLD_AFTER_DISTRESS and current.category in CONTEXT_CATEGORIES and history:
-        context = max(model.score(earlier, explain=False).distress for earlier in history)
+        context = max(model.distress(earlier) for earlier in history)
         if context >= DISTRESS_IN_CONTEXT:
-            return ClassifierHit(current.crisis, current.category, current.features, current.meaning, context)
+            return _hit(model, current, context=context)
     return None
+
+
+def _hit(model: Detector, score: Score, *, context: float) -> ClassifierHit:
+    why = model.explain(score)  # what the turn records: for hits only
+    return ClassifierHit(score.crisis, score.category, why.features, why.meaning, context)

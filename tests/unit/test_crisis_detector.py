@@ -116,9 +116,11 @@ def test_the_embedding_carries_meaning_the_ngrams_do_not_share() -> None:
         "lately i have been giving my things away and i wrote a letter to each of my friends",
         "я раздала свои вещи и написала всем письма, так им будет проще",
     ):
-        score = classifier.detector().score(text)
+        score = classifier.detector().explain(classifier.detector().score(text))
         assert score.meaning > 0, text
-    everyday = classifier.detector().score("can we look at my calendar and find two slots for deep work")
+    everyday = classifier.detector().explain(
+        classifier.detector().score("can we look at my calendar and find two slots for deep work")
+    )
     assert everyday.meaning < 0
 
 
@@ -174,21 +176,27 @@ def test_the_classifier_leaves_a_short_message_to_the_patterns() -> None:
 class _Scores:
     """A detector with fixed scores by text, to check the decision rule itself."""
 
-    def __init__(self, scores: dict[str, classifier.Score]) -> None:
-        self.scores = scores
+    def __init__(self, scores: dict[str, tuple[classifier.Score, float]]) -> None:
+        self.scores = scores  # text: (its score, its distress)
 
-    def score(self, text: str, *, explain: bool = True) -> classifier.Score:
-        return self.scores[text]
+    def score(self, text: str) -> classifier.Score:
+        return self.scores[text][0]
+
+    def explain(self, score: classifier.Score) -> classifier.Score:
+        return score
+
+    def distress(self, text: str) -> float:
+        return self.scores[text][1]
 
 
 def test_a_means_question_weighs_more_after_distress_earlier_in_the_session(monkeypatch: Any) -> None:
     between = (classifier.THRESHOLD + classifier.THRESHOLD_AFTER_DISTRESS) / 2
     fake = _Scores(
         {
-            "which bridges are higher than 25 m": classifier.Score(between, "means", 0.7, ["bridg"]),
-            "i lost my job today": classifier.Score(0.1, "suicide", classifier.DISTRESS_IN_CONTEXT + 0.1),
-            "nice weather": classifier.Score(0.0, "suicide", 0.0),
-            "a vague worry": classifier.Score(between, "suicide", 0.7),
+            "which bridges are higher than 25 m": (classifier.Score(between, "means", ["bridg"]), 0.7),
+            "i lost my job today": (classifier.Score(0.1, "suicide"), classifier.DISTRESS_IN_CONTEXT + 0.1),
+            "nice weather": (classifier.Score(0.0, "suicide"), 0.0),
+            "a vague worry": (classifier.Score(between, "suicide"), 0.7),
         }
     )
     monkeypatch.setattr(classifier, "detector", lambda: fake)
