@@ -230,19 +230,7 @@ def read_sources(session: CoachingSession, *, user_seq: int | None, at: datetime
         session_id__in=ids, scope=SummaryScope.SESSION, status=SummaryStatus.VERIFIED
     ).order_by("session_id", "covers_until_seq", "attempt"):
         summaries[row.session_id] = row  # the last one (covering most) wins
-    # One query for the excerpts of every session without a verified summary (a window
-    # function numbers each session's messages from the newest).
-    unsummarised = [pk for pk in ids if pk not in summaries] or [0]
-    excerpts: dict[int, list[Message]] = {}
-    for m in (
-        Message.objects.filter(session_id__in=unsummarised)
-        .exclude(text="")
-        .annotate(newest=Window(RowNumber(), partition_by=[F("session_id")], order_by=F("seq").desc()))
-        .filter(newest__lte=EXCERPT_MESSAGES)
-        .order_by("session_id", "seq")
-        .only("id", "session_id", "seq", "role", "text")
-    ):
-        excerpts.setdefault(m.session_id, []).append(m)
+    excerpts = session_excerpts([pk for pk in ids if pk not in summaries])
     earlier = []
     for s in sessions:
         summary = summaries.get(s.pk)
@@ -268,6 +256,24 @@ def read_sources(session: CoachingSession, *, user_seq: int | None, at: datetime
         blocked_moves=blocked,
         latest_summary=latest_verified.data if latest_verified else None,
     )
+
+
+def session_excerpts(session_ids: list[int]) -> dict[int, list[Message]]:
+    """The last few messages of each session, in one query (a window function numbers each
+    session's messages from the newest); none for none (a coachee's first session)."""
+    excerpts: dict[int, list[Message]] = {}
+    if not session_ids:
+        return excerpts
+    for m in (
+        Message.objects.filter(session_id__in=session_ids)
+        .exclude(text="")
+        .annotate(newest=Window(RowNumber(), partition_by=[F("session_id")], order_by=F("seq").desc()))
+        .filter(newest__lte=EXCERPT_MESSAGES)
+        .order_by("session_id", "seq")
+        .only("id", "session_id", "seq", "role", "text")
+    ):
+        excerpts.setdefault(m.session_id, []).append(m)
+    return excerpts
 
 
 def open_predictions_in_force(coachee_id: int, at: datetime) -> QuerySet[Prediction]:
