@@ -142,9 +142,12 @@ def crisis_signal_text(signal: dict[str, Any] | None) -> str:
         why = f"pattern #{signal.get('pattern_id')} ({signal.get('locale')}): {signal.get('pattern')}"
     else:
         features = ", ".join(f"“{f}”" for f in signal.get("features", []))
-        why = f"classifier, score {signal.get('score')}; strongest n-grams {features or 'none'}"
+        why = f"classifier, score {signal.get('score')}"
+        if "wording" in signal:  # the two models' own probabilities (older turns lack them)
+            why += f" (wording model {signal['wording']}, meaning model {signal.get('meaning_model')})"
+        why += f"; strongest n-grams {features or 'none'}"
         if "meaning" in signal:  # the sentence embedding's share, in log-odds (older turns lack it)
-            why += f"; the message's meaning weighed {signal['meaning']:+}"
+            why += f"; the message's embedding weighed {signal['meaning']:+} in the wording model"
         if signal.get("context"):
             why += f"; distress earlier in the session {signal.get('context')}"
     level = signal.get("level", "")

