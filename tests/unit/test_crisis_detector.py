@@ -209,7 +209,7 @@ def test_a_means_question_weighs_more_after_distress_earlier_in_the_session(monk
     between = (classifier.THRESHOLD + classifier.THRESHOLD_AFTER_DISTRESS) / 2
     fake = _Scores(
         {
-            "which bridges are higher than 25 m": (classifier.Score(between, "means", ["bridg"]), 0.7),
+            "which bridges are higher than 25 m": (classifier.Score(between, "means", features=["bridg"]), 0.7),
             "i lost my job today": (classifier.Score(0.1, "suicide"), classifier.DISTRESS_IN_CONTEXT + 0.1),
             "nice weather": (classifier.Score(0.0, "suicide"), 0.0),
             "a vague worry": (classifier.Score(between, "suicide"), 0.7),
