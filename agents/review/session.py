@@ -146,8 +146,11 @@ def crisis_signal_text(signal: dict[str, Any] | None) -> str:
         if "wording" in signal:  # the two models' own probabilities (older turns lack them)
             why += f" (wording model {signal['wording']}, meaning model {signal.get('meaning_model')})"
         why += f"; strongest n-grams {features or 'none'}"
-        if "meaning" in signal:  # the sentence embedding's share, in log-odds (older turns lack it)
-            why += f"; the message's embedding weighed {signal['meaning']:+} in the wording model"
+        # The embedding's share in the wording model, in log-odds ("meaning" on turns before the
+        # meaning model; the oldest turns lack it).
+        share = signal.get("embedding_share", signal.get("meaning"))
+        if share is not None:
+            why += f"; the message's embedding weighed {share:+} in the wording model"
         if signal.get("context"):
             why += f"; distress earlier in the session {signal.get('context')}"
     level = signal.get("level", "")

@@ -460,7 +460,7 @@ class ClassifierHit:
             "features": self.features,
             "wording": round(self.wording, 3),
             "meaning_model": round(self.meaning, 3),
-            "meaning": round(self.embedding_share, 2),
+            "embedding_share": round(self.embedding_share, 2),
             "context": round(self.context, 3),
         }
 

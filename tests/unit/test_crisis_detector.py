@@ -289,7 +289,11 @@ def test_the_turn_records_the_classifier_when_no_pattern_fired(seeded: None) -> 
     assert 0 <= turn.crisis_signal["wording"] <= 1
     assert 0 <= turn.crisis_signal["meaning_model"] <= 1
     assert "classifier" in turn.flag_reason
-    assert "meaning model" in crisis_signal_text(turn.crisis_signal)
+    shown = crisis_signal_text(turn.crisis_signal)
+    assert "meaning model" in shown
+    assert f"embedding weighed {turn.crisis_signal['embedding_share']:+}" in shown
+    older = {"layer": "classifier", "score": 0.93, "features": ["die"], "meaning": 1.5}  # before 5c278bd
+    assert "embedding weighed +1.5" in crisis_signal_text(older)
 
 
 def test_abuse_is_refer_with_abuse_lines_unless_danger_is_immediate(seeded: None) -> None:
