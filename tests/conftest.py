@@ -53,6 +53,13 @@ def _fresh_address_throttles() -> None:
         throttle.reset(address)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _fresh_test_redis() -> None:
+    # The test database is made anew for every run, so user ids start at 1 again: a rate-limit
+    # counter an earlier run left in Redis (kept two minutes) would count against this run's users.
+    flush_test_redis()
+
+
 @pytest.fixture(autouse=True)
 def _fresh_turn_cache() -> None:
     # Each test sets up its own agents and prompts: nothing kept from an earlier test's turns.
