@@ -117,12 +117,13 @@ class CoachCall:
     # Set by coach_record_start, once the reply's message and run exist.
     message_id: int = 0
     run_id: int = 0
+    state: StreamState = dataclasses.field(default_factory=StreamState)  # filled in by the stream
 
     def stream(self, state: StreamState) -> AsyncIterator[str]:
         """The reply's pieces; the request goes out when the first is asked for. A fallback
         endpoint is asked only while no token has come (never a reply spliced from two models)."""
         if self.circuit_open is not None:
-            return _refused(self.circuit_open)
+            return _refused(self.circuit_open, state)
         if not self.routes:
             return self._stream_on(self.spec, self.extra_body, state, circuit_checked=True)
 
@@ -391,7 +392,7 @@ def coach_accept(*, session_id: int, user_id: int, client_id: str, text: str) ->
     token).
 
     Coach's preparation builds the turn's shared prefix and stores it on the turn, once, before
-    the caller queues the canvas (accept.pipeline_start, beside Coach's request): every agent
+    the caller queues the canvas (pipeline_start, once Coach's request is out): every agent
     then starts from the same text (and vLLM's prefix cache holds it once). When Coach does not
     run (a crisis answer, Coach off), Shadow builds it."""
     if not limits.turn_rate_allows(user_id=user_id):
@@ -410,18 +411,45 @@ def coach_accept(*, session_id: int, user_id: int, client_id: str, text: str) ->
     return Accepted(result, call)
 
 
+# Coach's request goes out before the turn's other first writes (the reply's message and run,
+# the canvas's publish). Started beside it on database threads, they took the interpreter from
+# the event loop while it built and sent the request. They wait until the model server has
+# answered the request's headers, and no longer than this (a server slow to connect or to
+# answer holds nothing back).
+REQUEST_OUT_WAIT_S = 0.1
+
+
+async def request_out(call: CoachCall | None, *also: asyncio.Future[Any]) -> None:
+    """Return once the model server has Coach's request (or it failed), any of `also` is done,
+    or REQUEST_OUT_WAIT_S has passed; at once when Coach does not run."""
+    if call is None or call.circuit_open is not None:
+        return
+    answered = asyncio.ensure_future(call.state.answered.wait())
+    try:
+        await asyncio.wait({answered, *also}, timeout=REQUEST_OUT_WAIT_S, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        answered.cancel()
+
+
+async def pipeline_start(turn_id: int, call: CoachCall | None) -> None:
+    """Queue the turn's canvas once Coach's request is out (request_out)."""
+    await request_out(call)
+    await db_call(accept.pipeline_start)(turn_id=turn_id)
+
+
 async def coach_run(turn_id: int, call: CoachCall | None) -> None:
     """Send Coach's prepared request (coach_accept) and relay the reply to the session's group."""
     if call is None:
         await degraded_notice_if_open(turn_id)
         await db_call(accept.turn_canvas_after_coach)(turn_id=turn_id)
         return
-    state, started = StreamState(), time.monotonic()
+    state, started = call.state, time.monotonic()
     stream = call.stream(state)
     # The request goes out first; the reply's message and run are written while the model
     # prepares its first token, which is then relayed at once.
     first_piece = asyncio.ensure_future(anext(stream))
     try:
+        await request_out(call, first_piece)
         await db_call(coach_record_start)(call=call)
     except BaseException as exc:
         first_piece.cancel()
@@ -434,8 +462,9 @@ async def coach_run(turn_id: int, call: CoachCall | None) -> None:
     await coach_relay(call, state, pieces_from(first_piece, stream), started=started)
 
 
-async def _refused(error: LLMError) -> AsyncIterator[str]:
+async def _refused(error: LLMError, state: StreamState) -> AsyncIterator[str]:
     """A stream that fails at once, like chat_stream when the breaker refuses the call."""
+    state.answered.set()
     raise error
     yield ""  # unreachable: makes this an async generator
 

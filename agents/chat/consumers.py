@@ -18,7 +18,7 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from pydantic import TypeAdapter, ValidationError
 
-from agents.chat.coach import coach_accept, coach_run
+from agents.chat.coach import coach_accept, coach_run, pipeline_start
 from agents.chat.db import db_call
 from agents.observability import metrics
 from agents.roles.schemas import UNSTORABLE_TEXT, InboundFrame, PingFrame, ResumeFrame, StopFrame, UserMessageFrame
@@ -211,9 +211,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         _COACH_TASKS[turn_id] = task
         task.add_done_callback(functools.partial(_forget_coach, turn_id))
         if result.pipeline_due:
-            # Beside Coach's request, not before it: the canvas's broker publishes (a few ms
+            # After Coach's request, not before it: the canvas's broker publishes (a few ms
             # under load) then overlap the model's first token instead of delaying it.
-            _spawn(db_call(accept.pipeline_start)(turn_id=turn_id))
+            _spawn(pipeline_start(turn_id, accepted.call))
         _spawn(_expire_after_deadline(turn_id, time.time() + settings.COACHING_TURN_DEADLINE_S))
 
     async def on_resume(self, frame: ResumeFrame) -> None:

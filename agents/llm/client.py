@@ -14,7 +14,7 @@ import os
 import time
 import weakref
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import openai
@@ -87,6 +87,9 @@ class StreamState:
     completion_tokens: int | None = None
     first_token_at: float | None = None
     chunks: int = 0
+    # Set once the server has answered the request (its response headers: it has the request
+    # and is preparing the reply), or the request has failed.
+    answered: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 def _check_allowed() -> None:
@@ -240,26 +243,31 @@ async def chat_stream(
     the endpoint's breaker (before_call) in a worker thread, so the request goes out without
     another thread hop.
     """
-    _check_allowed()
-    kwargs = _request_kwargs(
-        spec, messages, max_tokens=max_tokens, temperature=temperature, extra_body=extra_body, headers=headers
-    )
-    if spec.kind in ("vllm", "openai"):
-        # llama-cpp-python's server does not know stream_options; it reports no usage then.
-        kwargs["stream_options"] = {"include_usage": True}
-    timeout = _timeout(spec, timeout_s)
-    # The read timeout bounds each wait for the next chunk; this bounds the whole stream,
-    # so a server trickling tokens cannot hold the reply past its deadline.
-    budget_ends = time.monotonic() + (timeout.read or spec.read_timeout_s)
-    circuit = breaker.for_endpoint(spec.name)
-    if not circuit_checked:
-        await asyncio.to_thread(circuit.before_call)
+    try:
+        _check_allowed()
+        kwargs = _request_kwargs(
+            spec, messages, max_tokens=max_tokens, temperature=temperature, extra_body=extra_body, headers=headers
+        )
+        if spec.kind in ("vllm", "openai"):
+            # llama-cpp-python's server does not know stream_options; it reports no usage then.
+            kwargs["stream_options"] = {"include_usage": True}
+        timeout = _timeout(spec, timeout_s)
+        # The read timeout bounds each wait for the next chunk; this bounds the whole stream,
+        # so a server trickling tokens cannot hold the reply past its deadline.
+        budget_ends = time.monotonic() + (timeout.read or spec.read_timeout_s)
+        circuit = breaker.for_endpoint(spec.name)
+        if not circuit_checked:
+            await asyncio.to_thread(circuit.before_call)
+    except BaseException:
+        state.answered.set()  # refused before any request: nothing to wait for
+        raise
     request = _async_client(spec.base_url, spec.api_key).chat.completions.with_streaming_response.create(
         **kwargs, stream=True, timeout=timeout
     )
     try:
         # Leaving the block closes the HTTP stream: the server stops generating.
         async with request as response:
+            state.answered.set()
             async for chunk in _stream_chunks(response):
                 if time.monotonic() > budget_ends:
                     raise LLMStreamTooSlow("the model streamed too slowly to finish within its time budget")
@@ -283,6 +291,8 @@ async def chat_stream(
         if is_health_failure(exc):
             await asyncio.to_thread(circuit.record_failure)
         raise translate_error(exc) from exc
+    finally:
+        state.answered.set()
     await asyncio.to_thread(circuit.record_success)
 
 

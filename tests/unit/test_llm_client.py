@@ -211,6 +211,30 @@ async def test_chat_stream_yields_pieces_that_join_to_the_text(sim: SimulatorSer
     assert state.completion_tokens == len(token_pieces(REPLY))
 
 
+async def test_the_state_says_when_the_server_has_the_request_before_its_first_token(sim: SimulatorServer) -> None:
+    # Coach's other first writes wait for this (chat.coach.request_out), not for the first token.
+    sim.configure(agents={AGENT: {"script": [REPLY], "ttft_ms": 1500, "tokens_per_s": 0}})
+    state = StreamState()
+    stream = chat_stream(spec_for(sim), MESSAGES, state, max_tokens=200, temperature=0.5, headers=HEADERS)
+    first = asyncio.ensure_future(anext(stream))
+    try:
+        await asyncio.wait_for(state.answered.wait(), timeout=1.0)
+        assert not first.done()  # answered, and the model still prepares its first token
+        assert await first
+    finally:
+        first.cancel()
+        await stream.aclose()  # type: ignore[attr-defined]  # async generators have aclose
+
+
+async def test_a_failed_request_counts_as_answered(sim: SimulatorServer) -> None:
+    sim.configure(agents={AGENT: {"fault": "http_500"}})
+    state = StreamState()
+    with pytest.raises(LLMTransientError):
+        async for _ in chat_stream(spec_for(sim), MESSAGES, state, max_tokens=20, temperature=0.0, headers=HEADERS):
+            pass
+    assert state.answered.is_set()
+
+
 async def test_chat_stream_from_llamacpp_has_no_usage(sim: SimulatorServer) -> None:
     sim.configure(agents={AGENT: {"script": [REPLY], "ttft_ms": 0, "tokens_per_s": 0}})
     state = StreamState()
@@ -237,9 +261,11 @@ async def test_chat_stream_fault_is_transient(sim: SimulatorServer) -> None:
 
 async def test_chat_stream_refused_without_the_simulator() -> None:
     spec = EndpointSpec(name="x", kind="vllm", base_url="http://127.0.0.1:9/v1", model_id="m")
+    state = StreamState()
     with pytest.raises(LLMRequestsDisabled):
-        async for _ in chat_stream(spec, MESSAGES, StreamState(), max_tokens=10, temperature=0.0):
+        async for _ in chat_stream(spec, MESSAGES, state, max_tokens=10, temperature=0.0):
             pass
+    assert state.answered.is_set()  # nothing was sent, so nothing is waited for
 
 
 # --- The stream as the server writes it (server-sent events, read without the client's models) ---
