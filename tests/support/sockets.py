@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -23,3 +24,13 @@ async def owned_session(username: str = "coachee") -> tuple[Any, Any]:
     user = await sync_to_async(make_coachee)(username)
     session = await sync_to_async(sessions.session_start)(user_id=user.pk)
     return user, session
+
+
+async def canvases_queued(started: list[int], count: int, timeout_s: float = 5.0) -> list[int]:
+    """The turns whose canvas was queued (no_pipeline's list), once `count` of them are: the
+    canvas goes out once Coach's request is out, after the message.accepted event."""
+    for _ in range(int(timeout_s / 0.01)):
+        if len(started) >= count:
+            break
+        await asyncio.sleep(0.01)
+    return started
