@@ -13,6 +13,7 @@ import time
 import unicodedata
 from typing import Any
 
+from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
@@ -62,6 +63,17 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await super().__call__(scope, receive, send)
         finally:
             await asyncio.shield(self._release())
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # channels' own dispatch first closes the ORM's old connections on its one thread for
+        # sync code: a hop there and back (waiting for the interpreter on a busy process) before
+        # every frame and every relayed event, Coach's words included. This consumer never uses
+        # the ORM on that thread: its database calls run on db_call's threads, which close their
+        # own connections before and after each call.
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
 
     async def _release(self) -> None:
         lease, self._lease = self._lease, None

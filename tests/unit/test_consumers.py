@@ -15,7 +15,7 @@ from agents.chat.consumers import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED
 from agents.models import AgentRun, CoachingSession, Message, RunStatus, Turn
 from agents.roles.schemas import SERVER_EVENTS
 from agents.turns import accept, event_log
-from tests.support.sockets import communicator, owned_session
+from tests.support.sockets import canvases_queued, communicator, owned_session
 from tests.support.stack import stack_env
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_thread_connections")]
@@ -82,6 +82,31 @@ async def test_malformed_frames_get_errors_and_the_socket_stays_usable(seeded_tx
     assert await sync_to_async(Message.objects.count)() == 0
 
 
+async def test_frames_and_relayed_events_take_no_thread_hop_to_close_connections(
+    seeded_tx: None, no_pipeline: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # channels' dispatch would hop to its sync thread before every frame and every relayed
+    # event (Coach's words included); this consumer's database calls close their own.
+    hops: list[str] = []
+
+    async def counted() -> None:
+        hops.append("close_old_connections")
+
+    monkeypatch.setattr("channels.consumer.aclose_old_connections", counted)
+    user, session = await owned_session()
+    comm = communicator(user, session.pk)
+    await comm.connect()
+    try:
+        await comm.send_json_to({"type": "ping"})
+        assert await comm.receive_json_from(timeout=5) == {"type": "pong"}
+        await comm.send_json_to({"type": "user.message", "client_id": "c1", "text": "Hello"})
+        assert (await comm.receive_json_from(timeout=5))["type"] == "message.accepted"  # relayed by the group
+    finally:
+        await comm.disconnect()
+    assert hops == []
+    assert await sync_to_async(Message.objects.filter(session=session).count)() == 1
+
+
 async def test_a_message_sent_twice_is_stored_once(seeded_tx: None, no_pipeline: list[int]) -> None:
     user, session = await owned_session()
     comm = communicator(user, session.pk)
@@ -99,7 +124,7 @@ async def test_a_message_sent_twice_is_stored_once(seeded_tx: None, no_pipeline:
     SERVER_EVENTS["message.accepted"].model_validate(first)
     assert await sync_to_async(Message.objects.filter(session=session).count)() == 1
     assert await sync_to_async(Turn.objects.count)() == 1
-    assert len(no_pipeline) == 1
+    assert len(await canvases_queued(no_pipeline, 1)) == 1
 
 
 async def test_resume_replays_missed_events_in_order(seeded_tx: None, no_pipeline: list[int]) -> None:
@@ -272,7 +297,7 @@ async def test_a_database_call_waiting_on_a_lock_holds_up_no_other_coachee(
         await holder.close()
         await alice_socket.disconnect()
         await bob_socket.disconnect()
-    assert len(no_pipeline) == 2
+    assert len(await canvases_queued(no_pipeline, 2)) == 2
 
 
 async def until_waiting_on_a_lock(conn: psycopg.AsyncConnection[Any], timeout_s: float = 10) -> None:
