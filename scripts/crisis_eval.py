@@ -21,7 +21,7 @@ import django
 
 django.setup()
 
-from agents.safety import classifier, evaluation, pregate  # noqa: E402
+from agents.safety import classifier, evaluation, pregate, reading  # noqa: E402
 
 SETS = {
     "evaluation": "crisis_eval_*.tsv",
@@ -54,9 +54,10 @@ def writer_folds(langs: list[str], labels: list[str], files: list[str]) -> Folds
     return [(np.where(names != held)[0], np.where(names == held)[0]) for held in sorted(set(files) - {"training"})]
 
 
-def out_of_fold_scores(make_folds: MakeFolds = row_folds) -> tuple[Any, Any, Any, Any, Any]:
+def out_of_fold_scores(make_folds: MakeFolds = row_folds) -> tuple[Any, Any, Any, Any, Any, Any]:
     """Every scored training row scored by a fit that never saw it: (labels, crisis, distress,
-    category, long enough), numpy arrays; a row no fold scores stays out of all of them."""
+    category, long enough, informational), numpy arrays; a row no fold scores stays out of all
+    of them."""
     import numpy as np
 
     files, langs, labels, texts = [], [], [], []
@@ -77,8 +78,16 @@ def out_of_fold_scores(make_folds: MakeFolds = row_folds) -> tuple[Any, Any, Any
             score = detector.score(texts[i])
             crisis[i], distress[i], category[i] = score.crisis, detector.distress(texts[i]), score.category
     long_enough = np.array([not classifier.too_short(text) for text in texts])
+    informational = np.array([reading.informational(reading.readings(text).all()) for text in texts])
     scored = np.sort(np.concatenate([test for _, test in folds]))  # row folds: every row, in order
-    return np.array(labels)[scored], crisis[scored], distress[scored], category[scored], long_enough[scored]
+    return (
+        np.array(labels)[scored],
+        crisis[scored],
+        distress[scored],
+        category[scored],
+        long_enough[scored],
+        informational[scored],
+    )
 
 
 def cross_validate(
@@ -90,15 +99,32 @@ def cross_validate(
     session) on conversations made of those rows."""
     import numpy as np
 
-    labels, crisis, distress, category, long_enough = out_of_fold_scores(make_folds)
+    labels, crisis, distress, category, long_enough, informational = out_of_fold_scores(make_folds)
     is_crisis = np.isin(labels, classifier.CATEGORIES)
+
+    def rates(flagged: Any, rows: Any) -> str:
+        hits, misses = flagged & rows & is_crisis, flagged & rows & ~is_crisis
+        crisis_rows, everyday_rows = (rows & is_crisis).sum(), (rows & ~is_crisis).sum()
+        return (
+            f"{hits.sum() / max(1, crisis_rows):.1%} ({hits.sum()}/{crisis_rows}) | "
+            f"{misses.sum() / max(1, everyday_rows):.1%} ({misses.sum()}/{everyday_rows})"
+        )
+
+    every_row = np.ones(len(labels), dtype=bool)
     print("| threshold | recall (crisis rows) | false positives (everyday rows) |\n| --- | --- | --- |")
     for threshold in thresholds:
-        flagged = (crisis >= threshold) & long_enough
-        print(
-            f"| {threshold} | {flagged[is_crisis].mean():.1%} ({flagged[is_crisis].sum()}/{is_crisis.sum()}) | "
-            f"{flagged[~is_crisis].mean():.1%} ({flagged[~is_crisis].sum()}/{(~is_crisis).sum()}) |"
-        )
+        print(f"| {threshold} | {rates((crisis >= threshold) & long_enough, every_row)} |")
+
+    # Informational rows (news, questions about someone else, fiction: reading.informational)
+    # are held to a higher bar; its rows alone, then every row with both bars.
+    print(
+        "\n| informational bar (others at the main threshold) | recall, informational rows "
+        "| false positives, informational rows | recall, all rows | false positives, all rows |"
+        "\n| --- | --- | --- | --- | --- |"
+    )
+    for bar in (classifier.THRESHOLD, 0.85, 0.9, 0.95):
+        flagged = (crisis >= np.where(informational, bar, classifier.THRESHOLD)) & long_enough
+        print(f"| {bar} | {rates(flagged, informational)} | {rates(flagged, every_row)} |")
 
     # Everyday conversations: an everyday row after three everyday rows (distressed ones among
     # them, as real sessions have). Crisis: a means or eating row the main threshold misses,
