@@ -9,6 +9,7 @@ so a client that reconnects mid-stream gets what exists so far, then the rest li
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import math
@@ -119,11 +120,13 @@ class CoachCall:
     run_id: int = 0
     state: StreamState = dataclasses.field(default_factory=StreamState)  # filled in by the stream
 
-    def stream(self, state: StreamState) -> AsyncIterator[str]:
-        """The reply's pieces; the request goes out when the first is asked for. A fallback
-        endpoint is asked only while no token has come (never a reply spliced from two models)."""
+    def stream(self) -> AsyncIterator[str]:
+        """The reply's pieces, filling in `state`; the request goes out when the first is asked
+        for. A fallback endpoint is asked only while no token has come (never a reply spliced
+        from two models)."""
+        state = self.state
         if self.circuit_open is not None:
-            return _refused(self.circuit_open, state)
+            return _refused(self.circuit_open)
         if not self.routes:
             return self._stream_on(self.spec, self.extra_body, state, circuit_checked=True)
 
@@ -414,21 +417,19 @@ def coach_accept(*, session_id: int, user_id: int, client_id: str, text: str) ->
 # Coach's request goes out before the turn's other first writes (the reply's message and run,
 # the canvas's publish). Started beside it on database threads, they took the interpreter from
 # the event loop while it built and sent the request. They wait until the model server has
-# answered the request's headers, and no longer than this (a server slow to connect or to
+# answered the request's headers (or the stream ended without a request: refused, failed, no
+# endpoint free before the deadline), and no longer than this (a server slow to connect or to
 # answer holds nothing back).
 REQUEST_OUT_WAIT_S = 0.1
 
 
-async def request_out(call: CoachCall | None, *also: asyncio.Future[Any]) -> None:
-    """Return once the model server has Coach's request (or it failed), any of `also` is done,
-    or REQUEST_OUT_WAIT_S has passed; at once when Coach does not run."""
-    if call is None or call.circuit_open is not None:
+async def request_out(call: CoachCall | None) -> None:
+    """Return once the model server has Coach's request (coach_run), or REQUEST_OUT_WAIT_S has
+    passed; at once when Coach does not run."""
+    if call is None:
         return
-    answered = asyncio.ensure_future(call.state.answered.wait())
-    try:
-        await asyncio.wait({answered, *also}, timeout=REQUEST_OUT_WAIT_S, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        answered.cancel()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(call.state.answered.wait(), REQUEST_OUT_WAIT_S)
 
 
 async def pipeline_start(turn_id: int, call: CoachCall | None) -> None:
@@ -444,12 +445,14 @@ async def coach_run(turn_id: int, call: CoachCall | None) -> None:
         await db_call(accept.turn_canvas_after_coach)(turn_id=turn_id)
         return
     state, started = call.state, time.monotonic()
-    stream = call.stream(state)
+    stream = call.stream()
     # The request goes out first; the reply's message and run are written while the model
     # prepares its first token, which is then relayed at once.
     first_piece = asyncio.ensure_future(anext(stream))
+    # A stream that ends before the server answered (refused, failed) has nothing to wait for.
+    first_piece.add_done_callback(lambda _: state.answered.set())
     try:
-        await request_out(call, first_piece)
+        await request_out(call)
         await db_call(coach_record_start)(call=call)
     except BaseException as exc:
         first_piece.cancel()
@@ -462,9 +465,8 @@ async def coach_run(turn_id: int, call: CoachCall | None) -> None:
     await coach_relay(call, state, pieces_from(first_piece, stream), started=started)
 
 
-async def _refused(error: LLMError, state: StreamState) -> AsyncIterator[str]:
+async def _refused(error: LLMError) -> AsyncIterator[str]:
     """A stream that fails at once, like chat_stream when the breaker refuses the call."""
-    state.answered.set()
     raise error
     yield ""  # unreachable: makes this an async generator
 

@@ -87,8 +87,8 @@ class StreamState:
     completion_tokens: int | None = None
     first_token_at: float | None = None
     chunks: int = 0
-    # Set once the server has answered the request (its response headers: it has the request
-    # and is preparing the reply), or the request has failed.
+    # Set once the server has answered the request's headers: it has the request and is
+    # preparing the reply (chat.coach.request_out waits for it).
     answered: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -243,24 +243,20 @@ async def chat_stream(
     the endpoint's breaker (before_call) in a worker thread, so the request goes out without
     another thread hop.
     """
-    try:
-        _check_allowed()
-        kwargs = _request_kwargs(
-            spec, messages, max_tokens=max_tokens, temperature=temperature, extra_body=extra_body, headers=headers
-        )
-        if spec.kind in ("vllm", "openai"):
-            # llama-cpp-python's server does not know stream_options; it reports no usage then.
-            kwargs["stream_options"] = {"include_usage": True}
-        timeout = _timeout(spec, timeout_s)
-        # The read timeout bounds each wait for the next chunk; this bounds the whole stream,
-        # so a server trickling tokens cannot hold the reply past its deadline.
-        budget_ends = time.monotonic() + (timeout.read or spec.read_timeout_s)
-        circuit = breaker.for_endpoint(spec.name)
-        if not circuit_checked:
-            await asyncio.to_thread(circuit.before_call)
-    except BaseException:
-        state.answered.set()  # refused before any request: nothing to wait for
-        raise
+    _check_allowed()
+    kwargs = _request_kwargs(
+        spec, messages, max_tokens=max_tokens, temperature=temperature, extra_body=extra_body, headers=headers
+    )
+    if spec.kind in ("vllm", "openai"):
+        # llama-cpp-python's server does not know stream_options; it reports no usage then.
+        kwargs["stream_options"] = {"include_usage": True}
+    timeout = _timeout(spec, timeout_s)
+    # The read timeout bounds each wait for the next chunk; this bounds the whole stream,
+    # so a server trickling tokens cannot hold the reply past its deadline.
+    budget_ends = time.monotonic() + (timeout.read or spec.read_timeout_s)
+    circuit = breaker.for_endpoint(spec.name)
+    if not circuit_checked:
+        await asyncio.to_thread(circuit.before_call)
     request = _async_client(spec.base_url, spec.api_key).chat.completions.with_streaming_response.create(
         **kwargs, stream=True, timeout=timeout
     )
@@ -291,8 +287,6 @@ async def chat_stream(
         if is_health_failure(exc):
             await asyncio.to_thread(circuit.record_failure)
         raise translate_error(exc) from exc
-    finally:
-        state.answered.set()
     await asyncio.to_thread(circuit.record_success)
 
 
