@@ -1,7 +1,7 @@
 """Recall and false-positive rate of the crisis pre-gate on the evaluation set, per language
 and per category, with the patterns the seed migrations install (no database needed).
 
-    .venv/bin/python scripts/crisis_eval.py [--missed] [--layer pattern|classifier|both] [--set holdout|blind]
+    .venv/bin/python scripts/crisis_eval.py [--missed] [--layer pattern|classifier|both] [--set holdout|blind|probe|blind3]
     .venv/bin/python scripts/crisis_eval.py --cv    # the classifier's thresholds, on the training set only
                                                     # (the main one, then the context rule's)
     .venv/bin/python scripts/crisis_eval.py --cv-writers   # the same, each writer's file left out in turn
@@ -28,6 +28,7 @@ SETS = {
     "holdout": "crisis_holdout.tsv",
     "blind": "crisis_blind.tsv",
     "probe": "crisis_probe.tsv",
+    "blind3": "crisis_blind3.tsv",
 }
 
 

@@ -53,7 +53,9 @@ def test_the_evaluation_set_is_big_enough_apart_from_training_and_varied() -> No
     held_out = evaluation.load_eval_set(pattern="crisis_holdout.tsv")
     blind = evaluation.load_eval_set(pattern="crisis_blind.tsv")
     probe = evaluation.load_eval_set(pattern="crisis_probe.tsv")
-    overlap = {_normalised(t) for t in training} & {_normalised(row.text) for row in EVAL + held_out + blind + probe}
+    blind3 = evaluation.load_eval_set(pattern="crisis_blind3.tsv")
+    unseen = EVAL + held_out + blind + probe + blind3
+    overlap = {_normalised(t) for t in training} & {_normalised(row.text) for row in unseen}
     assert overlap == set()
 
 
