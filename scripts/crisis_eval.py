@@ -1,7 +1,7 @@
 """Recall and false-positive rate of the crisis pre-gate on the evaluation set, per language
 and per category, with the patterns the seed migrations install (no database needed).
 
-    .venv/bin/python scripts/crisis_eval.py [--missed] [--layer pattern|classifier|both] [--set holdout|blind|probe|blind3]
+    .venv/bin/python scripts/crisis_eval.py [--missed] [--layer pattern|classifier|both] [--set NAME]
     .venv/bin/python scripts/crisis_eval.py --cv    # the classifier's thresholds, on the training set only
                                                     # (the main one, then the context rule's)
     .venv/bin/python scripts/crisis_eval.py --cv-writers   # the same, each writer's file left out in turn

@@ -46,6 +46,7 @@ def seeded_patterns() -> list[pregate.PatternRow]:
     batch3 = importlib.import_module("agents.migrations.0018_crisis_languages")
     batch4 = importlib.import_module("agents.migrations.0020_crisis_patterns_batch_4")
     narrowed = importlib.import_module("agents.migrations.0021_crisis_patterns_narrowed")
+    batch5 = importlib.import_module("agents.migrations.0028_crisis_patterns_batch_5")
     rows: dict[tuple[str, str], str] = {}
     for locale, patterns in batch1.items():
         for pattern in patterns:
@@ -70,6 +71,13 @@ def seeded_patterns() -> list[pregate.PatternRow]:
     for (locale, old), new in narrowed.REPLACED.items():
         if (locale, old) in rows:
             rows[(locale, new)] = rows.pop((locale, old))
+    for (locale, old), new in batch5.REPLACED.items():
+        if (locale, old) in rows:
+            rows[(locale, new)] = rows.pop((locale, old))
+    for locale, categories in batch5.PATTERNS.items():
+        for category, patterns in categories.items():
+            for pattern in patterns:
+                rows.setdefault((locale, pattern), category)
     return [(index, locale, pattern, category) for index, ((locale, pattern), category) in enumerate(rows.items())]
 
 

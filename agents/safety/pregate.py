@@ -177,7 +177,7 @@ _CHAR_CLASS = re.compile(r"\[[^\]]*\]|\(\?<?[!=][^)]*\)")  # character classes a
 @functools.lru_cache(maxsize=4096)
 def is_keyword(pattern: str) -> bool:
     """A pattern for one word (no space outside character classes and lookarounds): "suicid"."""
-    return " " not in _CHAR_CLASS.sub("", pattern)
+    return " " not in _CHAR_CLASS.sub("", pattern).replace(" ?", "")  # "селф ?харм" is one word too
 
 
 # RE2 runs every pattern over the text in one linear pass (a set), where Python's re would run

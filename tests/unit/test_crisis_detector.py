@@ -206,6 +206,9 @@ class _Scores:
     def distress(self, text: str) -> float:
         return self.scores[text][1]
 
+    def sentences(self, sentences: list[str]) -> tuple[list[classifier.Score], np.ndarray]:
+        return [self.scores[s][0] for s in sentences], np.array([self.scores[s][1] for s in sentences])
+
 
 def test_a_means_question_weighs_more_after_distress_earlier_in_the_session(monkeypatch: Any) -> None:
     between = (classifier.THRESHOLD + classifier.THRESHOLD_AFTER_DISTRESS) / 2
@@ -404,3 +407,93 @@ def test_a_latin_pattern_never_reads_the_russian_skeleton() -> None:
 def test_the_re2_preselection_reads_nested_guards_and_counted_gaps() -> None:
     loosened = pregate._loosened(r"\bhow (many|much)\b.{0,50}\b(die(?! (of|on (this|that) hill)))\b")
     assert loosened == "how (many|much).*(die)"
+
+
+# --- Batch 5 (warning signs): what it takes, and the everyday wording beside it ----------------
+# Lines written for these tests, not drawn from any evaluation set.
+WARNING_SIGNS_GUARDED = [
+    "I relapsed on sugar after 4 months clean, so annoying",
+    "gave my old bike to my nephew, he thinks it's brand new lol",
+    "updated my will after the baby arrived, any tips for a savings plan?",
+    "next time I'll take the stairs down instead of the lift",
+    "what's the point of getting up early for the gym if it's closed?",
+    "I tell my mum I've already eaten so she stops cooking for me, then I cook myself",
+    "hab gestern mein Testament beim Notar unterschrieben, jetzt fühlt es sich erwachsen an",
+    "j'ai mangé une pizza entière hier et je suis fière de moi, aucun regret",
+    "Ya escribí la carta de despedida para mi jefa que se jubila",
+    "сорвался с диеты после двух месяцев без сладкого",
+    "a fresh cut and beard trim before the interview, feeling sharp",
+    "vou dar um último café com todos antes das férias? não, só vou mandar um email",
+]
+WARNING_SIGNS_CAUGHT = [
+    ("two months clean from sh and I slipped up again last night", "self_harm"),
+    ("ich drücke mir Zigaretten am Unterarm aus, wenn der Druck zu groß wird", "self_harm"),
+    ("levei a minha gata para a casa da minha mãe, ela pensa que vou me mudar pra fora", "suicide"),
+    ("j'ai fait mon testament et j'ai tout noté, mes codes, les comptes à clôturer", "suicide"),
+    ("в следующий раз уже не спущусь с этой крыши", "suicide"),
+    ("ya no le veo ningún sentido a levantarme cada mañana", "suicide"),
+    ("I'm worth more dead than alive, at least the insurance would pay off the house", "suicide"),
+    ("schreibe gerade Briefe an alle, sie werden sie am Montag finden", "suicide"),
+    ("no he comido nada desde el lunes y me siento orgullosa de aguantar", "eating"),
+    ("я вызываю у себя рвоту после каждого ужина", "eating"),
+]
+
+
+@pytest.mark.parametrize("text", WARNING_SIGNS_GUARDED)
+def test_a_warning_sign_pattern_leaves_everyday_wording_alone(text: str) -> None:
+    assert pregate.pregate(text, evaluation.seeded_patterns()) is None
+
+
+@pytest.mark.parametrize(("text", "category"), WARNING_SIGNS_CAUGHT)
+def test_a_warning_sign_pattern_takes_wording_it_was_not_written_from(text: str, category: str) -> None:
+    match = pregate.pregate(text, evaluation.seeded_patterns())
+    assert match is not None
+    assert match.category == category
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "li que a taxa de suicídio entre idosos subiu de novo",
+        "Leí en el periódico que la tasa de suicidio bajó este año",
+        "In der Zeitung stand, dass die Suizidrate bei Landwirten steigt",
+        "j'ai lu un truc sur le taux de suicide chez les médecins",
+        "читала статью про уровень самоубийств среди подростков",
+        "there's a TikTok trend about self-harm and my daughter watches it",
+    ],
+)
+def test_news_read_and_words_reported_talk_about_the_subject(text: str) -> None:
+    assert reading.informational(reading.variants(text))
+    assert pregate.pregate(text, evaluation.seeded_patterns()) is None
+
+
+def test_a_word_with_an_optional_space_is_a_keyword() -> None:
+    assert pregate.is_keyword(r"\bселф ?харм")
+    assert not pregate.is_keyword(r"\bwant to die\b")
+
+
+def test_a_means_question_weighs_more_beside_distress_in_the_same_message(monkeypatch: Any) -> None:
+    between = (classifier.THRESHOLD + classifier.THRESHOLD_AFTER_DISTRESS) / 2
+    question, loss, trip = "How long can a person go without water?", "My dad died last month.", "We hike in May."
+    fake = _Scores(
+        {
+            f"{loss} {question}": (classifier.Score(0.5, "means"), 0.9),
+            f"{trip} {question}": (classifier.Score(0.5, "means"), 0.4),
+            question: (classifier.Score(between, "means"), 0.7),
+            loss: (classifier.Score(0.1, "suicide"), classifier.DISTRESS_IN_CONTEXT + 0.2),
+            trip: (classifier.Score(0.0, "suicide"), 0.1),
+        }
+    )
+    monkeypatch.setattr(classifier, "detector", lambda: fake)
+    hit = classifier.classify(f"{loss} {question}")
+    assert hit is not None
+    assert hit.category == "means"
+    assert hit.context > classifier.DISTRESS_IN_CONTEXT
+    assert classifier.classify(f"{trip} {question}") is None
+
+
+def test_the_real_model_reads_a_loss_beside_a_means_question() -> None:
+    question = "How long does it take to starve?"
+    assert classifier.detector().score(f"Lost my job and my flat this month. {question}").crisis < classifier.THRESHOLD
+    assert classifier.classify(f"Lost my job and my flat this month. {question}")
+    assert classifier.classify(f"Training for an ultramarathon, so I wonder. {question}") is None
