@@ -3,7 +3,8 @@
 Times `safety.assess` (every seeded pattern over each variant of the text, then the classifier
 over the message in pieces and over the session's last three coachee messages) for 4,000-
 character messages: ordinary prose, and the bad inputs accept must survive (random Unicode,
-mixed scripts, zero-width joiners, combining marks, one long word, repeated emoji). No database:
+mixed scripts, zero-width joiners, combining marks, one long word, repeated emoji); and one short
+message of three sentences, which the classifier also reads sentence by sentence. No database:
 the patterns are the ones the seed migrations install. Goal: p50 <= 20 ms, p99 <= 50 ms.
 """
 
@@ -48,6 +49,9 @@ def inputs() -> dict[str, str]:
         "one long word": "x" * CHARS,
         "repeated emoji": "😭" * CHARS,
         "crisis at the end": (PROSE * 40)[: CHARS - 40] + " and honestly I want to end my life",
+        # Short and in sentences: each sentence is also read on its own (a means question beside distress).
+        "short, three sentences (95 chars)": "Rough week at work. My manager moved the deadline again. "
+        "How do I plan my mornings better?",
     }
 
 
@@ -65,7 +69,7 @@ def main() -> None:
     pregate.warm(patterns)
     print(f"classifier ready in {(time.perf_counter() - started) * 1000:.0f} ms ({len(patterns)} patterns)")
     history = [(PROSE * 10)[: pregate.HISTORY_CHARS]] * pregate.HISTORY_MESSAGES
-    print(f"| input ({CHARS} chars, 3 earlier messages) | p50 ms | p99 ms | max ms | fired |")
+    print(f"| input ({CHARS} chars unless said, 3 earlier messages) | p50 ms | p99 ms | max ms | fired |")
     print("| --- | --- | --- | --- | --- |")
     worst_p50 = worst_p99 = 0.0
     for name, text in inputs().items():
