@@ -167,7 +167,7 @@ async def _drive(
 
 
 async def run_load(
-    http_root: str,
+    http_roots: str | list[str],
     coachees: list[Coachee],
     *,
     label: str,
@@ -177,8 +177,10 @@ async def run_load(
     pause_s: float = 0.0,
     linger_s: float = 5.0,
 ) -> LoadResult:
-    """Drive every coachee; their first sends are spread evenly over one interval."""
-    sockets = [CoacheeSocket(http_root, c) for c in coachees]
+    """Drive every coachee; their first sends are spread evenly over one interval. With several
+    web processes (`http_roots`), the coachees are dealt out to them in turn, as a balancer would."""
+    roots = [http_roots] if isinstance(http_roots, str) else http_roots
+    sockets = [CoacheeSocket(roots[i % len(roots)], c) for i, c in enumerate(coachees)]
     try:
         await asyncio.gather(*(s.open() for s in sockets))
         loop = asyncio.get_running_loop()

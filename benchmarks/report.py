@@ -17,6 +17,11 @@ from benchmarks.stack import ROOT
 CPU_GROUPS = ("daphne", "celery", "simulator", "redis-server", "postgres", "bench-client")
 
 
+def web_processes(meta: dict[str, Any]) -> int:
+    """How many Daphne processes served the run (one before the option existed)."""
+    return int(meta.get("args", {}).get("daphne_processes", 1))
+
+
 def machine_info() -> dict[str, Any]:
     model = ""
     for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -187,6 +192,7 @@ def write_results(out_dir: Path, results: dict[str, Any], text_table: str, md_ta
         "Model: the simulator (TTFT {ttft_ms:g} ms, {tokens_per_s:g} tokens/s); see README.md.".format(
             **meta["profile"]["default"]
         )
+        + (f" Web: {webs} Daphne processes, coachees dealt out in turn." if (webs := web_processes(meta)) > 1 else "")
         + (f" Conclusions re-drawn from the raw figures at {meta['reanalysed_at']} UTC." if redrawn else ""),
         "",
         md_table,

@@ -113,6 +113,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--coach-tokens", type=int, default=60)
     # Each turn holds up to five threads at once (the trio and Synth wait for the stage before).
     parser.add_argument("--worker-concurrency", type=int, default=64)
+    parser.add_argument(
+        "--daphne-processes",
+        type=int,
+        default=1,
+        help="web processes, the coachees dealt out to them in turn (a deployment runs one per core)",
+    )
     parser.add_argument("--worker-log-level", default="WARNING", help="INFO logs each task's receipt (diagnosis)")
     parser.add_argument("--turn-deadline-s", type=float, default=60.0)
     parser.add_argument("--settle-s", type=float, default=11.0, help="quiet time before reading DB counters")
@@ -182,16 +188,17 @@ class Bench:
         self.worker = stack.start_worker(
             procs, env, concurrency=args.worker_concurrency, log_level=args.worker_log_level
         )
-        self.daphne, self.http_root = stack.start_daphne(procs, env)
+        webs = [stack.start_daphne(procs, env, name=f"daphne-{i}") for i in range(args.daphne_processes)]
+        self.daphnes, self.http_roots = [proc for proc, _ in webs], [root for _, root in webs]
         wait_for_worker(self.worker.alive)
         self.db = DbCounters(env.database_url)
 
     def cpu_groups(self, pg_pids: Any) -> dict[str, Any]:
         from benchmarks.cpu import children_of, pids_named
 
-        worker, daphne, sim = self.worker.pid, self.daphne.pid, self.sim_proc.pid
+        worker, daphnes, sim = self.worker.pid, [d.pid for d in self.daphnes], self.sim_proc.pid
         return {
-            "daphne": lambda: [daphne],
+            "daphne": lambda: daphnes,
             "celery": lambda: [worker, *children_of(worker)],
             "simulator": lambda: [sim],
             "redis-server": lambda: pids_named("redis-server"),
@@ -224,7 +231,7 @@ class Bench:
         try:
             load = asyncio.run(
                 run_load(
-                    self.http_root,
+                    self.http_roots,
                     coachees,
                     label=spec.name,
                     turns=spec.turns,
@@ -280,7 +287,7 @@ class Bench:
 
         out = LOG_ROOT / "profiles"
         return [
-            PySpy.record(self.daphne.pid, out / f"{spec.name}-daphne.txt"),
+            *(PySpy.record(d.pid, out / f"{spec.name}-daphne-{i}.txt") for i, d in enumerate(self.daphnes)),
             PySpy.record(self.worker.pid, out / f"{spec.name}-celery.txt", subprocesses=True),
         ]
 
