@@ -93,7 +93,7 @@ def out_of_fold_scores(make_folds: MakeFolds = row_folds) -> tuple[Any, Any, Any
 
 
 def cross_validate(
-    make_folds: MakeFolds = row_folds, thresholds: tuple[float, ...] = (0.5, 0.6, 0.7, 0.8, 0.85, 0.9)
+    make_folds: MakeFolds = row_folds, thresholds: tuple[float, ...] = (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9)
 ) -> None:
     """Recall on crisis rows and false positives on everyday rows of the training set, each row
     scored by a fit that never saw it: how the thresholds are chosen without any evaluation set.
