@@ -83,12 +83,13 @@ THRESHOLD_AFTER_DISTRESS = 0.6
 DISTRESS_IN_CONTEXT = 0.6
 CONTEXT_CATEGORIES = ("means", "eating")
 # The same rule inside one short message: "My dad died last month. How long can a person go
-# without water?" Read whole, the loss dilutes the question (0.61); read apart, the question
+# without water?" Read whole, the loss dilutes the question (0.63); read apart, the question
 # scores 0.96 and the loss reads as distress. A message of two to this many sentences, up to
 # CHUNK_CHARS, is also read sentence by sentence (one more embedding call, ~2 ms a sentence),
-# when the whole reads at least a little worrying: on the sets nobody tuned on, every crisis
-# message the rule took scored 0.27 or more whole, and 78 % of their everyday ones (hard
-# negatives) less than this, so most messages pay nothing.
+# when the whole reads at least a little worrying: on the evaluation, held-out, probe and first
+# blind sets (the last two used to develop this rule), every crisis message the rule took
+# scored 0.27 or more whole, and 80 % of their everyday ones (hard negatives) less than this,
+# so most messages pay nothing.
 CONTEXT_SENTENCES = 4
 CONTEXT_SENTENCES_FLOOR = 0.2
 # Long messages are scored in pieces (the most worrying piece counts), so a crisis sentence
@@ -360,18 +361,28 @@ class Detector:
         if read is None:
             return Score(crisis=0.0, category=CATEGORIES[0])
         pieces, embeddings, features = read
-        wording = self.fitted.crisis.predict_proba(features)[:, 1]
-        meaning = self.fitted.meaning.probability(embeddings)
-        crisis = (wording + meaning) / 2
-        worst = int(np.argmax(crisis))
+        wording, meaning = self._probabilities(embeddings, features)
+        worst = int(np.argmax(wording + meaning))
         category = str(self.fitted.category.predict(features[worst])[0])
+        return self._score(pieces, embeddings, wording, meaning, worst, category)
+
+    def _probabilities(
+        self, embeddings: np.ndarray, features: scipy.sparse.csr_matrix
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Each piece's crisis probability by the wording model and by the meaning model."""
+        return self.fitted.crisis.predict_proba(features)[:, 1], self.fitted.meaning.probability(embeddings)
+
+    @staticmethod
+    def _score(
+        pieces: list[str], embeddings: np.ndarray, wording: np.ndarray, meaning: np.ndarray, i: int, category: str
+    ) -> Score:
         return Score(
-            float(crisis[worst]),
+            float((wording[i] + meaning[i]) / 2),
             category,
-            wording=float(wording[worst]),
-            meaning=float(meaning[worst]),
-            piece=pieces[worst],
-            embedding=embeddings[worst],
+            wording=float(wording[i]),
+            meaning=float(meaning[i]),
+            piece=pieces[i],
+            embedding=embeddings[i],
         )
 
     def explain(self, score: Score) -> Score:
@@ -390,20 +401,11 @@ class Detector:
     def sentences(self, sentences: list[str]) -> tuple[list[Score], np.ndarray]:
         """Each sentence's own score and its distress-or-worse probability, embedded together."""
         embeddings = embed(sentences)
-        features = self.fitted.beside(self.fitted.ngrams(sentences), embeddings)
-        wording = self.fitted.crisis.predict_proba(features)[:, 1]
-        meaning = self.fitted.meaning.probability(embeddings)
+        features = self.fitted.features(sentences, embeddings)
+        wording, meaning = self._probabilities(embeddings, features)
         categories = self.fitted.category.predict(features)
         scores = [
-            Score(
-                float((wording[i] + meaning[i]) / 2),
-                str(categories[i]),
-                wording=float(wording[i]),
-                meaning=float(meaning[i]),
-                piece=sentence,
-                embedding=embeddings[i],
-            )
-            for i, sentence in enumerate(sentences)
+            self._score(sentences, embeddings, wording, meaning, i, str(categories[i])) for i in range(len(sentences))
         ]
         return scores, self.fitted.distress.predict_proba(features)[:, 1]
 

@@ -54,31 +54,32 @@ def seeded_patterns() -> list[pregate.PatternRow]:
     for locale, patterns in batch2.ADDED.items():
         for pattern in patterns:
             rows[(locale, pattern)] = "suicide"
-    for (locale, old), new in batch3.REPLACED.items():
-        if (locale, old) in rows:
-            rows[(locale, new)] = rows.pop((locale, old))
-    for locale, categories in batch3.PATTERNS.items():
+    _narrow(rows, batch3.REPLACED)
+    for locale, categories in batch3.PATTERNS.items():  # batch 3 re-seeded the categories too
         for category, patterns in categories.items():
             for pattern in patterns:
                 rows[(locale, pattern)] = category
-    for (locale, old), new in batch4.REPLACED.items():
-        if (locale, old) in rows:
-            rows[(locale, new)] = rows.pop((locale, old))
-    for locale, categories in batch4.PATTERNS.items():  # added only where (locale, pattern) is new
-        for category, patterns in categories.items():
-            for pattern in patterns:
-                rows.setdefault((locale, pattern), category)
-    for (locale, old), new in narrowed.REPLACED.items():
-        if (locale, old) in rows:
-            rows[(locale, new)] = rows.pop((locale, old))
-    for (locale, old), new in batch5.REPLACED.items():
-        if (locale, old) in rows:
-            rows[(locale, new)] = rows.pop((locale, old))
-    for locale, categories in batch5.PATTERNS.items():
-        for category, patterns in categories.items():
-            for pattern in patterns:
-                rows.setdefault((locale, pattern), category)
+    _narrow(rows, batch4.REPLACED)
+    _add_new(rows, batch4.PATTERNS)
+    _narrow(rows, narrowed.REPLACED)
+    _narrow(rows, batch5.REPLACED)
+    _add_new(rows, batch5.PATTERNS)
     return [(index, locale, pattern, category) for index, ((locale, pattern), category) in enumerate(rows.items())]
+
+
+def _narrow(rows: dict[tuple[str, str], str], replaced: dict[tuple[str, str], str]) -> None:
+    """As the migrations' replace_patterns: a seeded pattern replaced by its narrower form."""
+    for (locale, old), new in replaced.items():
+        if (locale, old) in rows:
+            rows[(locale, new)] = rows.pop((locale, old))
+
+
+def _add_new(rows: dict[tuple[str, str], str], patterns: dict[str, dict[str, list[str]]]) -> None:
+    """As the migrations' add_patterns: a batch added only where (locale, pattern) is new."""
+    for locale, categories in patterns.items():
+        for category, rows_of_category in categories.items():
+            for pattern in rows_of_category:
+                rows.setdefault((locale, pattern), category)
 
 
 @dataclass

@@ -386,30 +386,6 @@ CONCEPT_CAUGHT = [
 ]
 
 
-@pytest.mark.parametrize("text", CONCEPT_GUARDED)
-def test_a_concept_patterns_guard_keeps_everyday_wording_out(text: str) -> None:
-    assert pregate.pregate(text, evaluation.seeded_patterns()) is None
-
-
-@pytest.mark.parametrize(("text", "category"), CONCEPT_CAUGHT)
-def test_a_concept_pattern_takes_wording_no_phrase_was_written_for(text: str, category: str) -> None:
-    match = pregate.pregate(text, evaluation.seeded_patterns())
-    assert match is not None
-    assert match.category == category
-
-
-def test_a_latin_pattern_never_reads_the_russian_skeleton() -> None:
-    # On the skeleton "hoje" is "hoie", so the guard "(?! hoje)" would not hold there.
-    patterns = [(1, "pt", r"\bminha ultima mensagem\b(?! hoje)", "suicide")]
-    assert pregate.pregate("essa é minha última mensagem hoje", patterns) is None
-    assert pregate.pregate("essa é minha última mensagem", patterns) is not None
-
-
-def test_the_re2_preselection_reads_nested_guards_and_counted_gaps() -> None:
-    loosened = pregate._loosened(r"\bhow (many|much)\b.{0,50}\b(die(?! (of|on (this|that) hill)))\b")
-    assert loosened == "how (many|much).*(die)"
-
-
 # --- Batch 5 (warning signs): what it takes, and the everyday wording beside it ----------------
 # Lines written for these tests, not drawn from any evaluation set.
 WARNING_SIGNS_GUARDED = [
@@ -440,16 +416,28 @@ WARNING_SIGNS_CAUGHT = [
 ]
 
 
-@pytest.mark.parametrize("text", WARNING_SIGNS_GUARDED)
-def test_a_warning_sign_pattern_leaves_everyday_wording_alone(text: str) -> None:
+@pytest.mark.parametrize("text", CONCEPT_GUARDED + WARNING_SIGNS_GUARDED)
+def test_a_concept_patterns_guard_keeps_everyday_wording_out(text: str) -> None:
     assert pregate.pregate(text, evaluation.seeded_patterns()) is None
 
 
-@pytest.mark.parametrize(("text", "category"), WARNING_SIGNS_CAUGHT)
-def test_a_warning_sign_pattern_takes_wording_it_was_not_written_from(text: str, category: str) -> None:
+@pytest.mark.parametrize(("text", "category"), CONCEPT_CAUGHT + WARNING_SIGNS_CAUGHT)
+def test_a_concept_pattern_takes_wording_no_phrase_was_written_for(text: str, category: str) -> None:
     match = pregate.pregate(text, evaluation.seeded_patterns())
     assert match is not None
     assert match.category == category
+
+
+def test_a_latin_pattern_never_reads_the_russian_skeleton() -> None:
+    # On the skeleton "hoje" is "hoie", so the guard "(?! hoje)" would not hold there.
+    patterns = [(1, "pt", r"\bminha ultima mensagem\b(?! hoje)", "suicide")]
+    assert pregate.pregate("essa é minha última mensagem hoje", patterns) is None
+    assert pregate.pregate("essa é minha última mensagem", patterns) is not None
+
+
+def test_the_re2_preselection_reads_nested_guards_and_counted_gaps() -> None:
+    loosened = pregate._loosened(r"\bhow (many|much)\b.{0,50}\b(die(?! (of|on (this|that) hill)))\b")
+    assert loosened == "how (many|much).*(die)"
 
 
 @pytest.mark.parametrize(
