@@ -29,6 +29,7 @@ SETS = {
     "blind": "crisis_blind.tsv",
     "probe": "crisis_probe.tsv",
     "blind3": "crisis_blind3.tsv",
+    "blind4": "crisis_blind4.tsv",
     "coaching": "crisis_coaching_everyday.tsv",
 }
 

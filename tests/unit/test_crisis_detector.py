@@ -54,8 +54,9 @@ def test_the_evaluation_set_is_big_enough_apart_from_training_and_varied() -> No
     blind = evaluation.load_eval_set(pattern="crisis_blind.tsv")
     probe = evaluation.load_eval_set(pattern="crisis_probe.tsv")
     blind3 = evaluation.load_eval_set(pattern="crisis_blind3.tsv")
+    blind4 = evaluation.load_eval_set(pattern="crisis_blind4.tsv")
     coaching = evaluation.load_eval_set(pattern="crisis_coaching_everyday.tsv")
-    unseen = EVAL + held_out + blind + probe + blind3 + coaching
+    unseen = EVAL + held_out + blind + probe + blind3 + blind4 + coaching
     overlap = {_normalised(t) for t in training} & {_normalised(row.text) for row in unseen}
     assert overlap == set()
 
