@@ -483,7 +483,7 @@ def test_a_means_question_weighs_more_beside_distress_in_the_same_message(monkey
 
 
 def test_the_real_model_reads_a_loss_beside_a_means_question() -> None:
-    question = "How long does it take to starve?"
+    question = "How long can someone go without eating?"
     assert classifier.detector().score(f"Lost my job and my flat this month. {question}").crisis < classifier.THRESHOLD
     assert classifier.classify(f"Lost my job and my flat this month. {question}")
     assert classifier.classify(f"Training for an ultramarathon, so I wonder. {question}") is None
