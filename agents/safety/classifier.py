@@ -67,8 +67,8 @@ CATEGORIES = ("suicide", "self_harm", "means", "eating", "abuse")
 # file scored by a fit on the others), never on an evaluation set: with batch 8, 0.8 caught 69.7 %
 # of held-out writers' crisis rows at 2.3 % false positives on their everyday rows (0.85: 63.7 %
 # at 1.4 %; 0.75: 74.6 % at 3.3 %; before the sentence embedding, the wording model alone at its
-# 0.9 had 55.2 % at 2.7 %). It is the second layer: it catches
-# new wording the patterns miss, and must not add false alarms.
+# 0.9 had 55.2 % at 2.7 %). It is the second layer: it catches new wording the patterns miss,
+# and must not add false alarms.
 THRESHOLD = 0.8
 # A message that talks *about* the subject (news, teaching, fiction, someone else: the patterns'
 # `reading.informational`) needs more, so a teacher's or a friend's question does not bring the
