@@ -23,17 +23,6 @@ django.setup()
 
 from agents.safety import classifier, evaluation, pregate, reading  # noqa: E402
 
-SETS = {
-    "evaluation": "crisis_eval_*.tsv",
-    "holdout": "crisis_holdout.tsv",
-    "blind": "crisis_blind.tsv",
-    "probe": "crisis_probe.tsv",
-    "blind3": "crisis_blind3.tsv",
-    "blind4": "crisis_blind4.tsv",
-    "coaching": "crisis_coaching_everyday.tsv",
-}
-
-
 Folds = list[tuple[Any, Any]]  # (training row indices, scored row indices) per fit
 MakeFolds = Callable[[list[str], list[str], list[str]], Folds]  # (languages, labels, files) -> folds
 
@@ -166,9 +155,9 @@ def main() -> None:
     parser.add_argument("--layer", choices=["pattern", "classifier", "both"], default="both")
     parser.add_argument(
         "--set",
-        choices=list(SETS),
+        choices=list(evaluation.SETS),
         default="evaluation",
-        help="; ".join(f"{name}: tests/data/{files}" for name, files in SETS.items()),
+        help="; ".join(f"{name}: tests/data/{files}" for name, files in evaluation.SETS.items()),
     )
     parser.add_argument("--cv", action="store_true", help="5-fold cross-validation of the classifier on training data")
     parser.add_argument(
@@ -189,7 +178,7 @@ def main() -> None:
             return None if hit is None else pregate.CrisisSignal("classifier", hit.category, {})
         return pregate.assess(text, patterns)
 
-    report = evaluation.evaluate(evaluation.load_eval_set(pattern=SETS[args.set]), detect)
+    report = evaluation.evaluate(evaluation.load_eval_set(pattern=evaluation.SETS[args.set]), detect)
     print(evaluation.format_report(report))
     if args.missed:
         print("\nmissed:")

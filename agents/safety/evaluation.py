@@ -17,6 +17,17 @@ from agents.safety import pregate
 
 EVAL_DIR = Path(__file__).resolve().parents[2] / "tests" / "data"
 LANGUAGES = ("en", "ru", "de", "pt", "fr", "es")
+# Every set the detector is measured on, by name (scripts/crisis_eval.py --set NAME), each a file
+# pattern under EVAL_DIR; none may share a line with the training data (a test checks them all).
+SETS = {
+    "evaluation": "crisis_eval_*.tsv",
+    "holdout": "crisis_holdout.tsv",
+    "blind": "crisis_blind.tsv",
+    "probe": "crisis_probe.tsv",
+    "blind3": "crisis_blind3.tsv",
+    "blind4": "crisis_blind4.tsv",
+    "coaching": "crisis_coaching_everyday.tsv",
+}
 
 
 @dataclass(frozen=True)
@@ -77,8 +88,8 @@ def _narrow(rows: dict[tuple[str, str], str], replaced: dict[tuple[str, str], st
 def _add_new(rows: dict[tuple[str, str], str], patterns: dict[str, dict[str, list[str]]]) -> None:
     """As the migrations' add_patterns: a batch added only where (locale, pattern) is new."""
     for locale, categories in patterns.items():
-        for category, rows_of_category in categories.items():
-            for pattern in rows_of_category:
+        for category, listed in categories.items():
+            for pattern in listed:
                 rows.setdefault((locale, pattern), category)
 
 
