@@ -26,6 +26,7 @@ SETS = {
     "probe": "crisis_probe.tsv",
     "blind3": "crisis_blind3.tsv",
     "blind4": "crisis_blind4.tsv",
+    "blind5": "crisis_blind5.tsv",
     "coaching": "crisis_coaching_everyday.tsv",
 }
 
