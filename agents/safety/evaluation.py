@@ -27,6 +27,7 @@ SETS = {
     "blind3": "crisis_blind3.tsv",
     "blind4": "crisis_blind4.tsv",
     "blind5": "crisis_blind5.tsv",
+    "blind6": "crisis_blind6.tsv",  # committed unread and not yet run: for the next change
     "coaching": "crisis_coaching_everyday.tsv",
 }
 
