@@ -35,10 +35,6 @@ MAX_FALSE_POSITIVES_PER_LANGUAGE = 0.05
 EVAL = evaluation.load_eval_set()
 
 
-def _normalised(text: str) -> str:
-    return reading.normalise(text)
-
-
 def test_the_evaluation_set_is_big_enough_apart_from_training_and_varied() -> None:
     counts = Counter((row.lang, row.label) for row in EVAL)
     for lang in evaluation.LANGUAGES:
@@ -51,7 +47,7 @@ def test_the_evaluation_set_is_big_enough_apart_from_training_and_varied() -> No
         assert categories[hard] >= 30, hard
     _, _, training = classifier.read_training_data()
     unseen = [row for pattern in evaluation.SETS.values() for row in evaluation.load_eval_set(pattern=pattern)]
-    overlap = {_normalised(t) for t in training} & {_normalised(row.text) for row in unseen}
+    overlap = {reading.normalise(t) for t in training} & {reading.normalise(row.text) for row in unseen}
     assert overlap == set()
     # A set added under tests/data is named in evaluation.SETS, so the check above reads it too.
     named = {path for pattern in evaluation.SETS.values() for path in evaluation.EVAL_DIR.glob(pattern)}
@@ -180,7 +176,7 @@ def test_short_everyday_lines_never_bring_the_card(seeded: None) -> None:
     flagged = [text for text in EVERYDAY_SHORT if pregate.assess(text, patterns) is not None]
     assert flagged == []
     _, _, training = classifier.read_training_data()
-    assert not {_normalised(t) for t in training} & {_normalised(t) for t in EVERYDAY_SHORT}
+    assert not {reading.normalise(t) for t in training} & {reading.normalise(t) for t in EVERYDAY_SHORT}
 
 
 def test_the_classifier_leaves_a_short_message_to_the_patterns() -> None:
