@@ -5,10 +5,13 @@ and per category, with the patterns the seed migrations install (no database nee
     .venv/bin/python scripts/crisis_eval.py --cv    # the classifier's thresholds, on the training set only
                                                     # (the main one, then the context rule's)
     .venv/bin/python scripts/crisis_eval.py --cv-writers   # the same, each writer's file left out in turn
+    .venv/bin/python scripts/crisis_eval.py --set probe --inside dictated   # each line inside a long message
 """
 
 import argparse
 import os
+import random
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -149,6 +152,33 @@ def cross_validate(
             print(f"| {bar} / {context} | {fires(current, history).mean():.2%} | {caught}/{len(missed)} |")
 
 
+# Ordinary coaching talk for --inside: the training data's batch 6 lines labelled none. The
+# classifier knows them as ordinary, so this measures whether a set's line is still found inside
+# a long message; the false positives it shows come from the set's everyday lines, inside.
+COACHING_LINES = classifier.TRAINING_DIR / "written_b6_coaching.tsv"
+
+
+def inside_coaching(rows: list[evaluation.Row], style: str, seed: int = 6) -> list[evaluation.Row]:
+    """Each row in the middle of four ordinary coaching lines of its language, as one message of
+    ~400 characters: does a crisis line still bring the card when a coachee says it in passing,
+    in a long message? "dictated": lower case without punctuation, as speech-to-text or a hurried
+    phone gives it (one run of words, no sentence ends)."""
+    langs, labels, texts = classifier.read_training_data([COACHING_LINES])
+    padding: dict[str, list[str]] = {}
+    for lang, label, text in zip(langs, labels, texts, strict=True):
+        if label == "none":
+            padding.setdefault(lang, []).append(text)
+    rng = random.Random(seed)  # noqa: S311 (a fixed sample, not a secret)
+    long_rows = []
+    for row in rows:
+        around = rng.sample(padding[row.lang], 4)
+        text = " ".join([*around[:2], row.text, *around[2:]])
+        if style == "dictated":
+            text = " ".join(re.sub(r"[.,!?;:…¡¿]", " ", text.lower()).split())
+        long_rows.append(evaluation.Row(row.lang, row.label, row.category, text))
+    return long_rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--missed", action="store_true", help="list the missed and the wrongly flagged messages")
@@ -158,6 +188,11 @@ def main() -> None:
         choices=list(evaluation.SETS),
         default="evaluation",
         help="; ".join(f"{name}: tests/data/{files}" for name, files in evaluation.SETS.items()),
+    )
+    parser.add_argument(
+        "--inside",
+        choices=["punctuated", "dictated"],
+        help="each line of the set inside four ordinary coaching lines, as one long message",
     )
     parser.add_argument("--cv", action="store_true", help="5-fold cross-validation of the classifier on training data")
     parser.add_argument(
@@ -178,7 +213,10 @@ def main() -> None:
             return None if hit is None else pregate.CrisisSignal("classifier", hit.category, {})
         return pregate.assess(text, patterns)
 
-    report = evaluation.evaluate(evaluation.load_eval_set(pattern=evaluation.SETS[args.set]), detect)
+    rows = evaluation.load_eval_set(pattern=evaluation.SETS[args.set])
+    if args.inside:
+        rows = inside_coaching(rows, args.inside)
+    report = evaluation.evaluate(rows, detect)
     print(evaluation.format_report(report))
     if args.missed:
         print("\nmissed:")
