@@ -3,7 +3,8 @@
 Times `safety.assess` (every seeded pattern over each variant of the text, then the classifier
 over the message in pieces and over the session's last three coachee messages) for 4,000-
 character messages: ordinary prose, and the bad inputs accept must survive (random Unicode,
-mixed scripts, zero-width joiners, combining marks, one long word, repeated emoji); and one short
+mixed scripts, zero-width joiners, combining marks, one long word, repeated emoji), prose dictated
+without punctuation (one run of words, read in overlapping windows); and one short
 message of three sentences, which the classifier also reads sentence by sentence. No database:
 the patterns are the ones the seed migrations install. Goal: p50 <= 20 ms, p99 <= 50 ms.
 """
@@ -38,6 +39,8 @@ def inputs() -> dict[str, str]:
     rng = random.Random(14)
     return {
         "prose": (PROSE * 40)[:CHARS],
+        # Dictated: one run of words without sentence ends, read in overlapping windows.
+        "dictated, no punctuation": (PROSE.lower().replace(".", "").replace(",", "") * 40)[:CHARS],
         "random unicode": "".join(
             chr(rng.choice([rng.randrange(0x20, 0xD7FF), rng.randrange(0xE000, 0xFFFD)])) for _ in range(CHARS)
         ),

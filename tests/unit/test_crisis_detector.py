@@ -7,6 +7,7 @@ The evaluation set (tests/data/crisis_eval_*.tsv) is apart from the training set
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
 from collections import Counter
@@ -161,6 +162,32 @@ def test_a_long_message_embeds_only_its_most_worrying_pieces(monkeypatch: Any) -
     assert len(embedded) <= classifier.EMBED_CHUNKS
     assert any("end my life" in piece for piece in embedded)
     assert hit is not None
+
+
+def test_a_run_without_sentence_ends_is_read_in_overlapping_windows_of_whole_words() -> None:
+    words = [f"word{i}" for i in range(150)]
+    run = " ".join(words)
+    pieces = classifier.windows(run)
+    assert all(len(piece) <= classifier.RUN_WINDOW_CHARS for piece in pieces)
+    assert all(piece.split()[0] in words and piece.split()[-1] in words for piece in pieces)  # no word cut
+    assert pieces[0].startswith("word0 ")
+    assert pieces[-1].endswith(" word149")
+    for before, after in itertools.pairwise(pieces):
+        assert set(before.split()) & set(after.split())  # each window overlaps the next
+    # Any phrase up to half a window long is whole in some window, wherever it falls.
+    for first in range(0, 140, 7):
+        phrase = " ".join(words[first : first + 8])
+        assert any(phrase in piece for piece in pieces), phrase
+    assert classifier.windows("x" * 500) == ["x" * classifier.RUN_WINDOW_CHARS]
+
+
+def test_a_dictated_long_message_is_scored_by_the_window_that_holds_the_crisis() -> None:
+    filler = "we talked about the quarterly plan and how i want to structure my mornings and my week "
+    crisis = "i have decided to end my life tonight i have the pills ready"
+    text = filler * 4 + crisis + " " + filler * 4  # one run of ~800 characters, no sentence ends
+    score = classifier.detector().score(text)
+    assert crisis in score.piece
+    assert score.crisis > 0.5
 
 
 EVERYDAY_SHORT = [
