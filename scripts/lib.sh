@@ -117,6 +117,13 @@ ensure_engine() {
   export COACHING_ENGINE_PYTHON="$ENGINE_PY" COACHING_ENGINE_MODEL="$ENGINE_MODEL"
 }
 
+# The crisis classifier fitted and cached (keyed by its training data) before anything starts:
+# a fit inside the first accepted message, or inside the first test that accepts one, would
+# take its 1-2 minutes out of that turn's deadline.
+ensure_crisis_model() {
+  "$PY" -c "from agents.safety import classifier; classifier.prepare()" || die "Fitting the crisis classifier failed; see the messages above."
+}
+
 # pip with its progress bars, without this machine's notes about missing local indexes.
 pip_progress() {
   local py="$1"

@@ -15,6 +15,7 @@ ensure_redis
 ensure_venv "$ROOT/requirements.txt"
 export DATABASE_URL="${DATABASE_URL:-postgres://postgres@localhost:5432/coaching}"
 ensure_database "$(basename "${DATABASE_URL%%\?*}")"
+ensure_crisis_model
 
 pids=()
 cleanup() {

@@ -512,6 +512,14 @@ def warm() -> None:
     detector().score("warm up")
 
 
+def prepare() -> None:
+    """Fit and cache the model before the app or the tests start (scripts/lib.sh), so no first
+    message and no test pays for a fit."""
+    if not _cache_path(training_digest()).exists():
+        print("fitting the crisis classifier for this training data (first time only: ~1-2 minutes)", flush=True)
+    warm()
+
+
 @dataclass(frozen=True)
 class ClassifierHit:
     score: float
