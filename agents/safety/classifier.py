@@ -110,6 +110,11 @@ CONTEXT_SENTENCES_FLOOR = 0.2
 CHUNK_CHARS = 240
 PIECE_CHARS = 100
 RUN_WINDOW_CHARS = 120
+# Overlapping windows double the n-grams' work (~5 ms per 1,000 characters): they overlap over
+# a run's last this many characters, and tile the part before it, so a run of MAX_CHARS costs
+# 1.5 times its length, not twice (4,000 dictated characters: p50 18-23 ms overlapped all through,
+# over the 20 ms budget in two of six runs).
+RUN_OVERLAP_CHARS = 1000
 # The classifier reads the last this many characters (the patterns read it all): its n-grams
 # cost ~5 ms per 1,000 characters on this 2-core machine, and accept has a 20 ms budget.
 MAX_CHARS = 2000
@@ -159,7 +164,8 @@ def chunks(text: str) -> list[str]:
 
 def windows(run: str, size: int = RUN_WINDOW_CHARS) -> list[str]:
     """Windows of whole words, at most `size` characters each (a longer word is cut), one
-    starting at the first word past each half window, the last one ending with the run."""
+    starting at the first word past each half window (before the run's last RUN_OVERLAP_CHARS:
+    past each window), the last one ending with the run."""
     words = run.split()
     starts = [0]
     for word in words[:-1]:
@@ -174,8 +180,8 @@ def windows(run: str, size: int = RUN_WINDOW_CHARS) -> list[str]:
         pieces.append(" ".join(words[first:last])[:size])
         if last == len(words):
             break
-        halfway = starts[first] + size // 2
-        first = next((i for i in range(first + 1, last) if starts[i] >= halfway), last)
+        step = size // 2 if starts[first] >= len(run) - RUN_OVERLAP_CHARS else size
+        first = next((i for i in range(first + 1, last) if starts[i] >= starts[first] + step), last)
     return pieces
 
 

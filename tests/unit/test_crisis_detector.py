@@ -164,18 +164,23 @@ def test_a_long_message_embeds_only_its_most_worrying_pieces(monkeypatch: Any) -
     assert hit is not None
 
 
-def test_a_run_without_sentence_ends_is_read_in_overlapping_windows_of_whole_words() -> None:
-    words = [f"word{i}" for i in range(150)]
+def test_a_run_without_sentence_ends_is_read_in_windows_of_whole_words_overlapping_at_its_end() -> None:
+    words = [f"word{i}" for i in range(300)]  # ~2,100 characters
     run = " ".join(words)
     pieces = classifier.windows(run)
     assert all(len(piece) <= classifier.RUN_WINDOW_CHARS for piece in pieces)
     assert all(piece.split()[0] in words and piece.split()[-1] in words for piece in pieces)  # no word cut
     assert pieces[0].startswith("word0 ")
-    assert pieces[-1].endswith(" word149")
-    for before, after in itertools.pairwise(pieces):
-        assert set(before.split()) & set(after.split())  # each window overlaps the next
-    # Any phrase up to half a window long is whole in some window, wherever it falls.
-    for first in range(0, 140, 7):
+    assert pieces[-1].endswith(" word299")
+    assert set(words) == {word for piece in pieces for word in piece.split()}  # nothing skipped
+    tail = run[-classifier.RUN_OVERLAP_CHARS :]
+    early, late = [p for p in pieces if p not in tail], [p for p in pieces if p in tail]
+    for before, after in itertools.pairwise(early):
+        assert not set(before.split()) & set(after.split())  # the run's start is tiled
+    for before, after in itertools.pairwise(late):
+        assert set(before.split()) & set(after.split())  # its end is read in overlapping windows
+    # There, any phrase up to half a window long is whole in some window, wherever it falls.
+    for first in range(words.index(late[0].split()[0]), len(words) - 8):
         phrase = " ".join(words[first : first + 8])
         assert any(phrase in piece for piece in pieces), phrase
     assert classifier.windows("x" * 500) == ["x" * classifier.RUN_WINDOW_CHARS]
