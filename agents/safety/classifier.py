@@ -112,7 +112,7 @@ PIECE_CHARS = 100
 RUN_WINDOW_CHARS = 120
 # Overlapping windows double the n-grams' work (~5 ms per 1,000 characters): they overlap over
 # a run's last this many characters, and tile the part before it, so a run of MAX_CHARS costs
-# 1.5 times its length, not twice (4,000 dictated characters: p50 18-23 ms overlapped all through,
+# 1.5 times its length, not twice (4,000 dictated characters: p50 16-23 ms overlapped all through,
 # over the 20 ms budget in two of six runs).
 RUN_OVERLAP_CHARS = 1000
 # The classifier reads the last this many characters (the patterns read it all): its n-grams
