@@ -27,7 +27,7 @@ SETS = {
     "blind3": "crisis_blind3.tsv",
     "blind4": "crisis_blind4.tsv",
     "blind5": "crisis_blind5.tsv",
-    "blind6": "crisis_blind6.tsv",  # committed unread and not yet run: for the next change
+    "blind6": "crisis_blind6.tsv",  # first run 2026-12-06; see docs/crisis-safety.md
     "coaching": "crisis_coaching_everyday.tsv",
 }
 
