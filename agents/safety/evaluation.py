@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agents.safety import pregate
+from agents.safety import classifier, pregate
 
 EVAL_DIR = Path(__file__).resolve().parents[2] / "tests" / "data"
 LANGUAGES = ("en", "ru", "de", "pt", "fr", "es")
@@ -112,6 +112,8 @@ class Report:
     by_category: dict[str, Tally] = field(
         default_factory=lambda: defaultdict(Tally)
     )  # crisis: caught; everyday: flagged
+    # crisis or everyday, short (read whole) or long (read in pieces): caught or flagged
+    by_length: dict[str, Tally] = field(default_factory=lambda: defaultdict(Tally))
     by_layer: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     missed: list[Row] = field(default_factory=list)
     flagged: list[Row] = field(default_factory=list)
@@ -131,6 +133,9 @@ def evaluate(rows: list[Row], detect: Callable[[str], pregate.CrisisSignal | Non
         category = report.by_category[f"{row.label}/{row.category}"]
         category.total += 1
         category.hits += fired
+        length = report.by_length[f"{row.label}/{'long' if len(row.text) > classifier.CHUNK_CHARS else 'short'}"]
+        length.total += 1
+        length.hits += fired
         if row.label == "crisis" and not fired:
             report.missed.append(row)
         if row.label != "crisis" and fired:
@@ -146,6 +151,10 @@ def format_report(report: Report) -> str:
     lines += ["", "| category | flagged |", "| --- | --- |"]
     for name in sorted(report.by_category):
         tally = report.by_category[name]
+        lines.append(f"| {name} | {tally.rate:.1%} ({tally.hits}/{tally.total}) |")
+    lines += ["", f"| length (long: over {classifier.CHUNK_CHARS} characters) | flagged |", "| --- | --- |"]
+    for name in sorted(report.by_length):
+        tally = report.by_length[name]
         lines.append(f"| {name} | {tally.rate:.1%} ({tally.hits}/{tally.total}) |")
     lines += [
         "",
