@@ -28,6 +28,7 @@ SETS = {
     "blind4": "crisis_blind4.tsv",
     "blind5": "crisis_blind5.tsv",
     "blind6": "crisis_blind6.tsv",  # first run 2026-12-06; see docs/crisis-safety.md
+    "blind7": "crisis_blind7.tsv",  # half long messages; committed before its first run
     "coaching": "crisis_coaching_everyday.tsv",
 }
 
