@@ -30,6 +30,7 @@ SETS = {
     "blind6": "crisis_blind6.tsv",  # first run 2026-12-06; see docs/crisis-safety.md
     "blind7": "crisis_blind7.tsv",  # half long messages; committed before its first run
     "blind8": "crisis_blind8.tsv",  # helpers quoting, short blunt lines; committed before its first run
+    "blind9": "crisis_blind9.tsv",  # committed before its first run
     "long": "crisis_long.tsv",  # development: long messages, written as training and not trained on
     "coaching": "crisis_coaching_everyday.tsv",
 }
