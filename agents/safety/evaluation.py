@@ -28,9 +28,9 @@ SETS = {
     "blind4": "crisis_blind4.tsv",
     "blind5": "crisis_blind5.tsv",
     "blind6": "crisis_blind6.tsv",  # first run 2026-12-06; see docs/crisis-safety.md
-    "blind7": "crisis_blind7.tsv",  # half long messages; committed before its first run
-    "blind8": "crisis_blind8.tsv",  # helpers quoting, short blunt lines; committed before its first run
-    "blind9": "crisis_blind9.tsv",  # committed before its first run
+    "blind7": "crisis_blind7.tsv",  # half long messages; first run 2026-12-06, decided two questions
+    "blind8": "crisis_blind8.tsv",  # helpers quoting, short blunt lines; first run 2026-12-06, decided one
+    "blind9": "crisis_blind9.tsv",  # as real chat; first run 2026-12-06, decided one
     "long": "crisis_long.tsv",  # development: long messages, written as training and not trained on
     "coaching": "crisis_coaching_everyday.tsv",
 }

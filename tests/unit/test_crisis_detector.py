@@ -482,6 +482,26 @@ def test_news_read_and_words_reported_talk_about_the_subject(text: str) -> None:
     assert pregate.pregate(text, evaluation.seeded_patterns()) is None
 
 
+# A coachee's own crisis told beside someone else's words or a story: the patterns catch each,
+# the classifier reads the whole of some of them low (0.14 for the first), so any rule that lets
+# the classifier overrule a pattern where someone else is named must keep these (one was tried
+# and not adopted: docs/crisis-safety.md, "Three new blind sets").
+OWN_CRISIS_BESIDE_SOMEONE_ELSE = [
+    "My friend says I should see a doctor, but honestly I want to die.",
+    "Meine Schwester meint, ich soll mehr rausgehen, aber ich will einfach nicht mehr leben.",
+    "Mi amiga dice que exagero, pero yo ya no quiero vivir.",
+    "Ma collègue m'a dit de prendre des vacances, mais franchement j'ai envie d'en finir.",
+    "Minha amiga falou para eu procurar ajuda, mas eu só quero morrer.",
+    "Подруга говорит, что это пройдёт, но я правда не хочу жить.",
+    "I read an article about burnout today and realised I have been planning how to kill myself for weeks.",
+]
+
+
+@pytest.mark.parametrize("text", OWN_CRISIS_BESIDE_SOMEONE_ELSE)
+def test_ones_own_crisis_beside_someone_elses_words_keeps_the_card(text: str) -> None:
+    assert pregate.assess(text, evaluation.seeded_patterns()) is not None
+
+
 def test_a_word_with_an_optional_space_is_a_keyword() -> None:
     assert pregate.is_keyword(r"\bселф ?харм")
     assert not pregate.is_keyword(r"\bwant to die\b")
