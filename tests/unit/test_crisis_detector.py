@@ -485,7 +485,7 @@ def test_news_read_and_words_reported_talk_about_the_subject(text: str) -> None:
 # A coachee's own crisis told beside someone else's words or a story: the patterns catch each,
 # the classifier reads the whole of some of them low (0.14 for the first), so any rule that lets
 # the classifier overrule a pattern where someone else is named must keep these (one was tried
-# and not adopted: docs/crisis-safety.md, "Three new blind sets").
+# and not adopted: docs/crisis-safety.md, "Four new blind sets").
 OWN_CRISIS_BESIDE_SOMEONE_ELSE = [
     "My friend says I should see a doctor, but honestly I want to die.",
     "Meine Schwester meint, ich soll mehr rausgehen, aber ich will einfach nicht mehr leben.",
