@@ -65,6 +65,7 @@ def seeded_patterns() -> list[pregate.PatternRow]:
     batch4 = importlib.import_module("agents.migrations.0020_crisis_patterns_batch_4")
     narrowed = importlib.import_module("agents.migrations.0021_crisis_patterns_narrowed")
     batch5 = importlib.import_module("agents.migrations.0028_crisis_patterns_batch_5")
+    clause_end = importlib.import_module("agents.migrations.0029_crisis_patterns_german_clause_end")
     rows: dict[tuple[str, str], str] = {}
     for locale, patterns in batch1.items():
         for pattern in patterns:
@@ -82,6 +83,7 @@ def seeded_patterns() -> list[pregate.PatternRow]:
     _narrow(rows, narrowed.REPLACED)
     _narrow(rows, batch5.REPLACED)
     _add_new(rows, batch5.PATTERNS)
+    _add_new(rows, clause_end.PATTERNS)
     return [(index, locale, pattern, category) for index, ((locale, pattern), category) in enumerate(rows.items())]
 
 

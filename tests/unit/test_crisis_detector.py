@@ -442,12 +442,25 @@ WARNING_SIGNS_CAUGHT = [
 ]
 
 
-@pytest.mark.parametrize("text", CONCEPT_GUARDED + WARNING_SIGNS_GUARDED)
+# German puts the modal last in a subordinate clause (migration 0029): the wish is read there too,
+# in a message about a course or an article, where the one-word "umbringen" does not count.
+CLAUSE_END_GUARDED = [
+    "Wir haben über Vorsorge gesprochen, und ich weiß, dass ich irgendwann sterben werde.",
+    "Der Film über Suizidprävention hatte eine Szene, so absurd, dass ich vor Lachen fast sterben muss.",
+]
+CLAUSE_END_CAUGHT = [
+    ("Wir haben im Kurs über Suizidprävention gesprochen und ich dachte die ganze Zeit, dass ich mich umbringen will.",
+     "suicide"),
+    ("Ich habe einen Artikel über Burnout gelesen, weil ich eigentlich nur noch sterben möchte.", "suicide"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("text", CONCEPT_GUARDED + WARNING_SIGNS_GUARDED + CLAUSE_END_GUARDED)
 def test_a_concept_patterns_guard_keeps_everyday_wording_out(text: str) -> None:
     assert pregate.pregate(text, evaluation.seeded_patterns()) is None
 
 
-@pytest.mark.parametrize(("text", "category"), CONCEPT_CAUGHT + WARNING_SIGNS_CAUGHT)
+@pytest.mark.parametrize(("text", "category"), CONCEPT_CAUGHT + WARNING_SIGNS_CAUGHT + CLAUSE_END_CAUGHT)
 def test_a_concept_pattern_takes_wording_no_phrase_was_written_for(text: str, category: str) -> None:
     match = pregate.pregate(text, evaluation.seeded_patterns())
     assert match is not None
