@@ -31,7 +31,7 @@ SETS = {
     "blind7": "crisis_blind7.tsv",  # half long messages; first run 2026-12-06, decided two questions
     "blind8": "crisis_blind8.tsv",  # helpers quoting, short blunt lines; first run 2026-12-06, decided one
     "blind9": "crisis_blind9.tsv",  # as real chat; first run 2026-12-06, decided one
-    "blind10": "crisis_blind10.tsv",  # committed before its first run
+    "blind10": "crisis_blind10.tsv",  # as real chat, one in three long; first run 2026-12-06, decided one
     "long": "crisis_long.tsv",  # development: long messages, written as training and not trained on
     "coaching": "crisis_coaching_everyday.tsv",
 }
