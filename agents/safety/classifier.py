@@ -168,9 +168,10 @@ def windows(run: str, size: int = RUN_WINDOW_CHARS) -> list[str]:
     starting at the first word past each half window (before the run's last RUN_OVERLAP_CHARS:
     past each window), the last one ending with the run."""
     words = run.split()
-    starts = [0]
+    starts = [0]  # where each word starts in the windows' text: the words joined by one space
     for word in words[:-1]:
         starts.append(starts[-1] + len(word) + 1)
+    overlap_from = starts[-1] + len(words[-1]) - RUN_OVERLAP_CHARS if words else 0
     pieces = []
     first = 0
     while first < len(words):
@@ -181,7 +182,7 @@ def windows(run: str, size: int = RUN_WINDOW_CHARS) -> list[str]:
         pieces.append(" ".join(words[first:last])[:size])
         if last == len(words):
             break
-        step = size // 2 if starts[first] >= len(run) - RUN_OVERLAP_CHARS else size
+        step = size // 2 if starts[first] >= overlap_from else size
         first = next((i for i in range(first + 1, last) if starts[i] >= starts[first] + step), last)
     return pieces
 

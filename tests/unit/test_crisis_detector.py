@@ -184,6 +184,9 @@ def test_a_run_without_sentence_ends_is_read_in_windows_of_whole_words_overlappi
         phrase = " ".join(words[first : first + 8])
         assert any(phrase in piece for piece in pieces), phrase
     assert classifier.windows("x" * 500) == ["x" * classifier.RUN_WINDOW_CHARS]
+    # Spacing as a phone or speech-to-text leaves it moves no window: the overlap is measured in
+    # the words' own length, not in the whitespace between them.
+    assert classifier.windows("  ".join(words) + " \n ") == pieces
 
 
 def test_a_dictated_long_message_is_scored_by_the_window_that_holds_the_crisis() -> None:
