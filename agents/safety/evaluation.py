@@ -32,6 +32,7 @@ SETS = {
     "blind8": "crisis_blind8.tsv",  # helpers quoting, short blunt lines; first run 2026-12-06, decided one
     "blind9": "crisis_blind9.tsv",  # as real chat; first run 2026-12-06, decided one
     "blind10": "crisis_blind10.tsv",  # as real chat, one in three long; first run 2026-12-06, decided one
+    "blind11": "crisis_blind11.tsv",  # as real chat, helpers quoting, one in three long; decides batch 12
     "long": "crisis_long.tsv",  # development: long messages, written as training and not trained on
     "coaching": "crisis_coaching_everyday.tsv",
 }
