@@ -34,6 +34,7 @@ SETS = {
     "blind10": "crisis_blind10.tsv",  # as real chat, one in three long; first run 2026-12-06, decided one
     "blind11": "crisis_blind11.tsv",  # as real chat, helpers quoting, one in three long; decides batch 12
     "long": "crisis_long.tsv",  # development: long messages, written as training and not trained on
+    "pieces": "crisis_pieces.tsv",  # development: batch 12's pieces (helpers, hard negatives), not trained on
     "coaching": "crisis_coaching_everyday.tsv",
 }
 
