@@ -264,13 +264,16 @@ def test_coach_is_served_before_the_background_agents(vllm_url: str) -> None:
 
 # --- Whole turns over the real stack --------------------------------------------------------------
 
-CONVERSATIONS = [  # one coachee a language the product speaks
+CONVERSATIONS = [
     "I want to run three times a week, but I keep skipping it when work gets busy.",
     "Ich will abends weniger am Handy hängen, aber um elf scrolle ich immer noch.",
     "J'ai promis de finir mon mémoire ce mois-ci et je n'ai pas écrit une ligne depuis lundi.",
     "Quiero ahorrar para un viaje, pero cada viernes me gasto todo en cenas.",
     "Prometi a mim mesma estudar inglês todas as manhãs e só consegui duas vezes.",
     "Я хочу ложиться спать до полуночи, но каждый вечер засиживаюсь за сериалами.",
+    "My manager asked me to speak up more in meetings, and I freeze every time.",
+    "Sempre digo que vou cozinhar em casa, mas acabo pedindo comida quase todo dia.",
+    "I told my sister I'd call her every Sunday. I've missed the last three.",
 ]
 JSON_AGENTS = {"shadow", "persona", "plasticity", "stability", "synth", "critic"}
 
@@ -279,11 +282,10 @@ JSON_AGENTS = {"shadow", "persona", "plasticity", "stability", "synth", "critic"
 async def test_whole_turns_on_the_real_engine(
     start_stack: Any, vllm_url: str, settings: Any, request: pytest.FixtureRequest
 ) -> None:
-    """Six coachees at once, one a language, one turn each (two turns each took two minutes
-    more of the suite and showed nothing one does not; nine coachees took 140-310 s of it on
-    this two-core machine; the shared prefix's cache has its own test above): every JSON
-    agent's output validates, counted over every call (first attempt and after repair), and
-    each turn ends with a full answer."""
+    """Nine coachees at once, one turn each (two turns each took two minutes more of the suite
+    and showed nothing one does not; the shared prefix's cache has its own test above): every
+    JSON agent's output validates, counted over every call (first attempt and after repair),
+    and each turn ends with a full answer."""
     settings.COACHING_LLM_ALLOW_REQUESTS = True
     stack: LiveStack = await sync_to_async(start_stack)(deadline_s=600, name="real", concurrency=24)
     # Stopped after this test: its worker shares the tests' broker and would take later tests' tasks.
@@ -326,9 +328,8 @@ async def test_whole_turns_on_the_real_engine(
     assert len(turns) == len(CONVERSATIONS)
     assert all(t.status == TurnStatus.DONE for t in turns), report
     json_runs = [r for r in runs if r.agent in JSON_AGENTS]
-    # Six JSON agents a turn; one may end for time on a busy two-core machine.
     calls = sum(r.attempts for r in json_runs)
-    assert calls >= (len(JSON_AGENTS) - 1) * len(CONVERSATIONS), report
+    assert calls >= 50, report
     # Validity of what the model wrote: runs that ended for time (a busy two-core machine) wrote
     # nothing to judge and are in the report. An answer cut off by the token limit counts as
     # invalid: the budgets fit the longest answer in natural text of each language (tested
