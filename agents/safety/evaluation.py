@@ -32,7 +32,8 @@ SETS = {
     "blind8": "crisis_blind8.tsv",  # helpers quoting, short blunt lines; first run 2026-12-06, decided one
     "blind9": "crisis_blind9.tsv",  # as real chat; first run 2026-12-06, decided one
     "blind10": "crisis_blind10.tsv",  # as real chat, one in three long; first run 2026-12-06, decided one
-    "blind11": "crisis_blind11.tsv",  # as real chat, helpers quoting, one in three long; decides batch 12
+    "blind11": "crisis_blind11.tsv",  # as real chat, helpers quoting, one in three long; decided batch 12
+    "blind12": "crisis_blind12.tsv",  # as real chat, one in four long, one in four short; decides batch 13
     "long": "crisis_long.tsv",  # development: long messages, written as training and not trained on
     "pieces": "crisis_pieces.tsv",  # development: batch 12's pieces (helpers, hard negatives), not trained on
     "coaching": "crisis_coaching_everyday.tsv",
