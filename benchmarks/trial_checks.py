@@ -90,6 +90,7 @@ def fixed_texts() -> dict[str, str]:
     fixed.update(dict.fromkeys(reply_gate.WITHDRAWN_NOTICES.values(), "withdrawn notice"))
     fixed.update(dict.fromkeys(pregate.CRISIS_REPLIES.values(), "crisis reply"))
     fixed.update(dict.fromkeys(pregate.ABUSE_REPLIES.values(), "crisis reply"))
+    fixed.update(dict.fromkeys(pregate.SOMEONE_ELSE_REPLIES.values(), "crisis reply"))
     return fixed
 
 

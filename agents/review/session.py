@@ -154,6 +154,11 @@ def crisis_signal_text(signal: dict[str, Any] | None) -> str:
         if signal.get("context"):
             why += f"; distress earlier in the session {signal.get('context')}"
     level = signal.get("level", "")
+    if signal.get("someone_else"):  # turns before 2026-12-06 lack it
+        why += (
+            f"; told as someone else's crisis (probability {signal.get('someone_else_probability')}):"
+            " the reply spoke to a helper"
+        )
     return f"Crisis pre-gate ({level}): {category}, by {why}"
 
 

@@ -422,6 +422,7 @@ class SafetyNoticeEvent(ServerEvent):
     resources: list[CrisisResourceItem]
     title: str = ""  # the card's heading and footer, in the coachee's language
     footer: str = ""
+    someone_else: bool = False  # the words told someone else's crisis: card and reply speak to a helper
 
 
 class ServiceDegradedEvent(ServerEvent):

@@ -125,6 +125,8 @@ class Report:
     # crisis or everyday, short (read whole) or long (read in pieces): caught or flagged
     by_length: dict[str, Tally] = field(default_factory=lambda: defaultdict(Tally))
     by_layer: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    # Of the messages that got the card, by category: answered as someone else's crisis (whose.py)
+    someone_else: dict[str, Tally] = field(default_factory=lambda: defaultdict(Tally))
     missed: list[Row] = field(default_factory=list)
     flagged: list[Row] = field(default_factory=list)
 
@@ -136,6 +138,10 @@ def evaluate(rows: list[Row], detect: Callable[[str], pregate.CrisisSignal | Non
         fired = signal is not None
         if signal is not None and row.label == "crisis":
             report.by_layer[signal.layer] += 1
+        if signal is not None:
+            answered = report.someone_else[f"{row.label}/{row.category}"]
+            answered.total += 1
+            answered.hits += signal.someone_else
         table = report.recall if row.label == "crisis" else report.false_positives
         for key in (row.lang, "all"):
             table[key].total += 1
@@ -169,5 +175,11 @@ def format_report(report: Report) -> str:
     lines += [
         "",
         "crisis messages caught by layer: " + ", ".join(f"{k} {v}" for k, v in sorted(report.by_layer.items())),
+        "",
+        "| of the messages with the card | answered as someone else's crisis |",
+        "| --- | --- |",
     ]
+    for name in sorted(report.someone_else):
+        tally = report.someone_else[name]
+        lines.append(f"| {name} | {tally.hits}/{tally.total} |")
     return "\n".join(lines)

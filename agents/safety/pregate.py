@@ -100,28 +100,81 @@ ABUSE_REPLIES = {
     ),
 }
 
+# When the words tell someone else's crisis (whose.py): to the person who is worried, and still
+# to the writer, should the reading be wrong. The card beside it is the same.
+SOMEONE_ELSE_REPLIES = {
+    "en": (
+        "Thank you for telling me; it matters that you are looking out for them. "
+        "If anyone is in immediate danger, call your local emergency number now. "
+        "The people listed here also help those who are worried about someone, and they are there for you too "
+        "if this is about you. "
+        "I am an AI coach and cannot help in an emergency, but I am here to keep talking with you."
+    ),
+    "de": (
+        "Danke, dass du mir das sagst; es ist wichtig, dass du auf diesen Menschen achtest. "
+        "Wenn jemand in unmittelbarer Gefahr ist, ruf jetzt den Notruf 112 an. "
+        "Die Stellen hier beraten auch Menschen, die sich um jemanden sorgen, und sie sind auch für dich da, "
+        "wenn es um dich selbst geht. "
+        "Ich bin ein KI-Coach und kann in einem Notfall nicht helfen, aber ich bin da, um weiter mit dir zu reden."
+    ),
+    "fr": (
+        "Merci de me le dire : c'est important que vous veilliez sur cette personne. "
+        "Si quelqu'un est en danger immédiat, appelez maintenant le 112 ou le 15. "
+        "Les services indiqués ici aident aussi les proches inquiets pour quelqu'un, et ils sont là pour vous "
+        "aussi si c'est de vous qu'il s'agit. "
+        "Je suis un coach IA et ne peux pas aider en cas d'urgence, mais je reste là pour continuer à parler avec vous."
+    ),
+    "es": (
+        "Gracias por contármelo: es importante que estés pendiente de esa persona. "
+        "Si alguien está en peligro inmediato, llama ahora al 112. "
+        "Los servicios que ves aquí también ayudan a quienes se preocupan por alguien, y también están para ti "
+        "si se trata de ti. "
+        "Soy un coach de IA y no puedo ayudar en una emergencia, pero sigo aquí para hablar contigo."
+    ),
+    "ru": (
+        "Спасибо, что рассказали: важно, что вы не оставляете этого человека без внимания. "
+        "Если кому-то угрожает непосредственная опасность, звоните 112 прямо сейчас. "
+        "Службы, указанные здесь, помогают и тем, кто беспокоится о близком человеке, и они готовы помочь вам, "
+        "если речь о вас самих. "
+        "Я ИИ-коуч и не могу помочь в экстренной ситуации, но я здесь и готов продолжать разговор."
+    ),
+    "pt": (
+        "Obrigado por me contar: é importante que você esteja atento a essa pessoa. "
+        "Se alguém estiver em perigo imediato, ligue agora para o número de emergência local "
+        "(112 em Portugal, 192 no Brasil). "
+        "Os serviços indicados aqui também ajudam quem está preocupado com alguém, e estão aqui para você também, "
+        "se for sobre você. "
+        "Sou um coach de IA e não posso ajudar numa emergência, mas continuo aqui para conversar com você."
+    ),
+}
+
 CARD_TEXTS = {
     "en": {
+        "someone_else": "Worried about someone, or about yourself? These people can help now.",
         "crisis": "If you are in danger or thinking about harming yourself, please reach out now.",
         "refer": "You do not have to carry this alone. People are ready to help.",
         "footer": "In immediate danger, call your local emergency number.",
     },
     "de": {
+        "someone_else": "Sorgst du dich um jemanden oder um dich selbst? Hier bekommst du jetzt Hilfe.",
         "crisis": "Wenn du in Gefahr bist oder daran denkst, dir etwas anzutun, melde dich bitte jetzt.",
         "refer": "Du musst das nicht allein tragen. Hier sind Menschen, die helfen.",
         "footer": "In akuter Gefahr: Notruf 112.",
     },
     "fr": {
+        "someone_else": "Inquiet·e pour quelqu'un, ou pour vous-même ? Ces services peuvent aider maintenant.",
         "crisis": "Si vous êtes en danger ou pensez à vous faire du mal, contactez quelqu'un maintenant.",
         "refer": "Vous n'avez pas à porter cela seul·e. Des personnes sont prêtes à vous aider.",
         "footer": "En danger immédiat, appelez le 112.",
     },
     "es": {
+        "someone_else": "¿Te preocupa alguien, o te preocupas por ti? Aquí pueden ayudarte ahora.",
         "crisis": "Si estás en peligro o piensas en hacerte daño, por favor busca ayuda ahora.",
         "refer": "No tienes que cargar con esto solo. Hay personas listas para ayudarte.",
         "footer": "En peligro inmediato, llama al 112.",
     },
     "ru": {
+        "someone_else": "Беспокоитесь о ком-то или о себе? Здесь помогут прямо сейчас.",
         "crisis": (
             "Если вам угрожает опасность или вы думаете о том, чтобы причинить себе вред, обратитесь за помощью сейчас."
         ),
@@ -129,6 +182,7 @@ CARD_TEXTS = {
         "footer": "При непосредственной опасности звоните 112.",
     },
     "pt": {
+        "someone_else": "Preocupado com alguém, ou com você? Estas pessoas podem ajudar agora.",
         "crisis": "Se você está em perigo ou pensando em se machucar, procure ajuda agora.",
         "refer": "Você não precisa carregar isso sozinho. Há pessoas prontas para ajudar.",
         "footer": "Em perigo imediato, ligue para o número de emergência local.",
@@ -262,13 +316,15 @@ def warm_patterns(patterns: list[PatternRow]) -> None:
 
 
 def warm(patterns: list[PatternRow]) -> None:
-    """Build the RE2 set and load the classifier now, not on the first accepted message. For
-    the process that accepts messages: a Celery worker never runs the pre-gate, and must not
-    hold the classifier and its encoder (~1.5 s and ~100 MB a process) for nothing."""
-    from agents.safety import classifier
+    """Build the RE2 set and load the classifier (and fit whose.py's reading, ~1 s) now, not on
+    the first accepted message. For the process that accepts messages: a Celery worker never
+    runs the pre-gate, and must not hold the classifier and its encoder (~1.5 s and ~100 MB a
+    process) for nothing."""
+    from agents.safety import classifier, whose
 
     warm_patterns(patterns)
     classifier.warm()
+    whose.warm()
 
 
 def warm_at_startup() -> None:
@@ -322,6 +378,7 @@ class CrisisSignal:
     layer: str  # "pattern" or "classifier"
     category: str
     detail: dict[str, object]
+    someone_else: bool = False  # the words tell someone else's crisis (whose.py): the reply speaks to a helper
 
     @property
     def level(self) -> str:
@@ -332,7 +389,13 @@ class CrisisSignal:
         return Escalation.CRISIS if self.detail.get("immediate") else Escalation.REFER
 
     def record(self) -> dict[str, object]:
-        return {"layer": self.layer, "category": self.category, "level": self.level, **self.detail}
+        return {
+            "layer": self.layer,
+            "category": self.category,
+            "level": self.level,
+            "someone_else": self.someone_else,
+            **self.detail,
+        }
 
     def reason(self) -> str:
         if self.layer == "pattern":
@@ -358,35 +421,42 @@ def assess(
     text: str, patterns: list[PatternRow] | None = None, history: list[str] | None = None
 ) -> CrisisSignal | None:
     """Both layers of the pre-gate: the patterns, then the classifier (which also reads the
-    session's last few coachee messages, `history`, newest first). None: no crisis signal."""
-    from agents.safety import classifier
+    session's last few coachee messages, `history`, newest first). None: no crisis signal.
+    A signal also says how likely the words tell someone else's crisis (whose.py)."""
+    from agents.safety import classifier, whose
 
     match = pregate(text, patterns)
     if match is not None:
         detail: dict[str, object] = {"pattern_id": match.pattern_id, "pattern": match.pattern, "locale": match.locale}
-        if match.category == CrisisCategory.ABUSE:
-            detail["immediate"] = _immediate(text)
-        return CrisisSignal("pattern", match.category, detail)
-    hit = classifier.classify(text, history)
-    if hit is None:
-        return None
-    detail = hit.detail()
-    if hit.category == CrisisCategory.ABUSE:
+        layer, category = "pattern", match.category
+    else:
+        hit = classifier.classify(text, history)
+        if hit is None:
+            return None
+        detail, layer, category = hit.detail(), "classifier", hit.category
+    if category == CrisisCategory.ABUSE:
         detail["immediate"] = _immediate(text)
-    return CrisisSignal("classifier", hit.category, detail)
+    probability = whose.someone_else(text)
+    detail["someone_else_probability"] = round(probability, 3)
+    return CrisisSignal(layer, category, detail, someone_else=probability >= whose.THRESHOLD)
 
 
-def crisis_reply(locale: str, category: str = CrisisCategory.SUICIDE) -> str:
+def crisis_reply(locale: str, category: str = CrisisCategory.SUICIDE, *, someone_else: bool = False) -> str:
+    """The calm reply in the coachee's language: to a helper where the words tell someone
+    else's crisis, else to the person at risk (abuse: safety first)."""
     language = locale.split("-")[0]
+    if someone_else:
+        return SOMEONE_ELSE_REPLIES.get(language, SOMEONE_ELSE_REPLIES["en"])
     if category == CrisisCategory.ABUSE:
         return ABUSE_REPLIES.get(language, ABUSE_REPLIES["en"])
     return CRISIS_REPLIES.get(language, CRISIS_REPLIES["en"])
 
 
-def card_text(locale: str, level: str) -> dict[str, str]:
+def card_text(locale: str, level: str, *, someone_else: bool = False) -> dict[str, str]:
     """The card's title and footer in the coachee's language (English for an unknown one)."""
     texts = CARD_TEXTS.get(locale.split("-")[0], CARD_TEXTS["en"])
-    return {"title": texts["crisis" if level == Escalation.CRISIS else "refer"], "footer": texts["footer"]}
+    title = "someone_else" if someone_else else "crisis" if level == Escalation.CRISIS else "refer"
+    return {"title": texts[title], "footer": texts["footer"]}
 
 
 # --- What no reply may contain (the critic gate's deterministic half) ------------------------

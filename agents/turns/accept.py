@@ -148,7 +148,8 @@ def crisis_answer(*, turn: Turn, signal: pregate.CrisisSignal) -> None:
 
     The reply takes Coach's place (Coach does not run); the canvas still runs, and Synth
     gets a crisis brief whatever Stability says (pipeline.brief.arbitration_for). Abuse without
-    immediate danger is escalated to refer, with the domestic-violence lines first.
+    immediate danger is escalated to refer, with the domestic-violence lines first. Words that
+    tell someone else's crisis get the same card and level, and a reply to the helper.
     """
     turn.escalation = signal.level
     turn.flagged = True
@@ -157,9 +158,9 @@ def crisis_answer(*, turn: Turn, signal: pregate.CrisisSignal) -> None:
     transaction.on_commit(
         functools.partial(metrics.crisis_hit, layer=signal.layer, category=signal.category, level=signal.level)
     )
-    crisis.safety_notice_emit(turn=turn, level=signal.level, category=signal.category)
+    crisis.safety_notice_emit(turn=turn, level=signal.level, category=signal.category, someone_else=signal.someone_else)
     seq = event_log.next_seq(turn.session_id)
-    reply = pregate.crisis_reply(turn.session.locale, signal.category)
+    reply = pregate.crisis_reply(turn.session.locale, signal.category, someone_else=signal.someone_else)
     message = Message.objects.create(session_id=turn.session_id, seq=seq, role=Role.COACH, text=reply)
     turn.coach_message = message
     turn.coach_done_at = timezone.now()

@@ -44,9 +44,12 @@ def crisis_resources_for(locale: str, category: str = CrisisCategory.SUICIDE) ->
     return []
 
 
-def safety_notice_emit(*, turn: Turn, level: str, category: str = CrisisCategory.SUICIDE) -> None:
+def safety_notice_emit(
+    *, turn: Turn, level: str, category: str = CrisisCategory.SUICIDE, someone_else: bool = False
+) -> None:
     """Show the crisis-resources card beside the reply (escalation refer or crisis), in the
-    coachee's language; on crisis, alert the coachee's coaches once the change is committed."""
+    coachee's language, titled for a helper where the words tell someone else's crisis; on
+    crisis, alert the coachee's coaches once the change is committed."""
     locale = turn.session.locale
     event_log.event_emit(
         session_id=turn.session_id,
@@ -56,7 +59,8 @@ def safety_notice_emit(*, turn: Turn, level: str, category: str = CrisisCategory
             "level": level,
             "category": category,
             "resources": crisis_resources_for(locale, category),
-            **pregate.card_text(locale, level),
+            "someone_else": someone_else,
+            **pregate.card_text(locale, level, someone_else=someone_else),
         },
     )
     if level == Escalation.CRISIS:

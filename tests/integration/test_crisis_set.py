@@ -140,7 +140,7 @@ async def test_every_crisis_message_gets_the_card_within_a_second_with_the_model
             assert card["level"] == "crisis"
             assert card["resources"] == expected[row["lang"]], row
             assert card["resources"], row
-            assert reply["text"] == pregate.crisis_reply(row["lang"])
+            assert reply["text"] == pregate.crisis_reply(row["lang"], someone_else=card["someone_else"])
         timings.sort()
         print(
             f"\nresources card for {len(rows)} crisis messages, model endpoint down: "
@@ -198,6 +198,7 @@ async def test_evaluation_crisis_messages_get_the_card_in_their_language_within_
             if took > CARD_WITHIN_S:
                 slow.append((row["text"], took))
             SERVER_EVENTS["safety.notice"].model_validate(card)
+            assert not card["someone_else"], row  # each is the writer's own crisis
             assert card["title"] == pregate.card_text(row["lang"], card["level"])["title"], row
             assert card["resources"], row
             assert reply["text"] == pregate.crisis_reply(row["lang"], card["category"]), row

@@ -60,5 +60,6 @@ def test_the_reply_follows_the_sessions_language() -> None:
     assert pregate.crisis_reply("xx") == pregate.CRISIS_REPLIES["en"]
     assert set(pregate.CRISIS_REPLIES) == set(pregate.ABUSE_REPLIES) == set(pregate.CARD_TEXTS)
     assert {"en", "ru", "de", "pt", "fr", "es"} <= set(pregate.CRISIS_REPLIES)
-    for reply in (*pregate.CRISIS_REPLIES.values(), *pregate.ABUSE_REPLIES.values()):
+    replies = (pregate.CRISIS_REPLIES, pregate.ABUSE_REPLIES, pregate.SOMEONE_ELSE_REPLIES)
+    for reply in (reply for by_language in replies for reply in by_language.values()):
         assert any(word in reply for word in ("AI", "IA", "KI", "ИИ"))

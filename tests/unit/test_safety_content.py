@@ -65,6 +65,7 @@ SAFE = [
     finish.FALLBACK_REPLY,
     *pregate.CRISIS_REPLIES.values(),
     *pregate.ABUSE_REPLIES.values(),
+    *pregate.SOMEONE_ELSE_REPLIES.values(),
 ]
 
 
