@@ -71,7 +71,7 @@ def test_no_crisis_message_of_the_evaluation_set_is_answered_as_a_bystanders() -
     assert int(np.sum(probabilities >= whose.THRESHOLD)) == 0
 
 
-def test_the_training_rows_have_both_sides_and_no_distress() -> None:
+def test_the_training_rows_are_unique_and_helpers_the_smaller_side() -> None:
     texts, labels = whose.training_rows()
     assert len(texts) == len(set(texts))
     assert 300 < sum(labels) < len(labels) / 5  # helpers are the smaller side
