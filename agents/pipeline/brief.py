@@ -26,7 +26,7 @@ def arbitration_for(turn: Turn, catalog: dict[str, MoveInfo], outputs: dict[str,
     )
     if turn.escalation == Escalation.CRISIS and result.brief["escalation"] != Escalation.CRISIS:
         # The pre-gate recognised crisis language: that stands whatever Stability concluded.
-        result = arbitrate_crisis(result)
+        result = arbitrate_crisis(result, someone_else=bool((turn.crisis_signal or {}).get("someone_else")))
     # The brief is bookkeeping (a lost one is simply computed again), a safety notice is not.
     notice_due = result.brief["escalation"] in ("refer", "crisis") and turn.escalation == Escalation.NONE
     with transaction.atomic() if notice_due else bookkeeping_atomic():

@@ -22,6 +22,14 @@ CRISIS_INSTRUCTION = (
     "The coachee may be in danger. Respond with calm care, encourage them to contact the crisis "
     "resources shown with this reply or local emergency services now, and do nothing else."
 )
+# After the pre-gate read someone else's crisis in the words (safety/whose.py): the coachee is
+# the one who is worried, and may be at risk too.
+HELPER_CRISIS_INSTRUCTION = (
+    "The coachee is worried about someone else who may be in danger. Respond with calm care to the "
+    "coachee as the person who is worried: if anyone is in immediate danger, encourage them to call "
+    "local emergency services now; the crisis resources shown with this reply also advise people "
+    "worried about someone, and are there for the coachee too. Do nothing else."
+)
 
 
 @dataclass(frozen=True)
@@ -172,8 +180,9 @@ def arbitrate(
     )
 
 
-def arbitrate_crisis(result: Arbitration) -> Arbitration:
-    """The crisis brief, after the pre-gate recognised crisis language: no moves, human help first.
+def arbitrate_crisis(result: Arbitration, *, someone_else: bool = False) -> Arbitration:
+    """The crisis brief, after the pre-gate recognised crisis language: no moves, human help first
+    (to a helper, where the words told someone else's crisis).
 
     Recorded on the turn (escalation and flag), not as a Conflict: the pre-gate is not an agent.
     """
@@ -182,7 +191,7 @@ def arbitrate_crisis(result: Arbitration) -> Arbitration:
         strategy=SAFE_STRATEGY,
         allowed_moves=[],
         escalation="crisis",
-        instructions=[*brief["instructions"], CRISIS_INSTRUCTION],
+        instructions=[*brief["instructions"], HELPER_CRISIS_INSTRUCTION if someone_else else CRISIS_INSTRUCTION],
     )
     return Arbitration(brief=brief, conflicts=result.conflicts)
 

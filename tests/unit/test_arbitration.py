@@ -6,7 +6,16 @@ from typing import Any
 
 import pytest
 
-from agents.roles.arbitration import SAFE_STRATEGY, Arbitration, MoveInfo, arbitrate, render_brief
+from agents.roles.arbitration import (
+    CRISIS_INSTRUCTION,
+    HELPER_CRISIS_INSTRUCTION,
+    SAFE_STRATEGY,
+    Arbitration,
+    MoveInfo,
+    arbitrate,
+    arbitrate_crisis,
+    render_brief,
+)
 from agents.roles.schemas import PersonaOutput, PlasticityOutput, ShadowOutput, StabilityOutput
 
 CATALOG: dict[str, MoveInfo] = {
@@ -223,6 +232,21 @@ def test_escalation_crisis_empties_the_moves_and_asks_for_crisis_resources() -> 
     assert any("crisis resources" in line for line in result.brief["instructions"])
     assert rules(result) == ["escalation_changes_brief"]
     assert result.conflicts[0].right_claim == {"escalation": "crisis"}
+
+
+@pytest.mark.parametrize(
+    ("someone_else", "instruction"), [(False, CRISIS_INSTRUCTION), (True, HELPER_CRISIS_INSTRUCTION)]
+)
+def test_the_pre_gates_crisis_brief_speaks_to_whoever_is_at_risk_or_worried(
+    someone_else: bool, instruction: str
+) -> None:
+    result = arbitrate_crisis(run(plasticity=plasticity("explore", ["open_question"])), someone_else=someone_else)
+    assert result.brief["escalation"] == "crisis"
+    assert result.brief["strategy"] == SAFE_STRATEGY
+    assert result.allowed_moves == []
+    assert result.brief["instructions"][-1] == instruction
+    other = HELPER_CRISIS_INSTRUCTION if instruction == CRISIS_INSTRUCTION else CRISIS_INSTRUCTION
+    assert other not in result.brief["instructions"]
 
 
 def test_escalation_with_an_already_safe_strategy_records_no_conflict() -> None:

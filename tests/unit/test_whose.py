@@ -1,5 +1,6 @@
-"""Whose crisis a message tells (agents/safety/whose.py): a helper is answered as a helper, and a
-person in crisis who mentions someone else is still answered as the person at risk."""
+"""Whose crisis a message tells (agents/safety/whose.py): a helper is answered as a helper (the
+calm reply, the card's title, Synth's brief), and a person in crisis who mentions someone else
+is still answered as the person at risk."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import numpy as np
 import pytest
 
 from agents.models import Escalation, Turn
+from agents.pipeline.brief import arbitration_for
 from agents.review.session import crisis_signal_text
+from agents.roles.arbitration import CRISIS_INSTRUCTION, HELPER_CRISIS_INSTRUCTION
 from agents.safety import evaluation, pregate, whose
 from agents.turns import accept, sessions
 from tests.support.people import make_coachee
@@ -103,6 +106,8 @@ def test_the_turn_records_whose_crisis_and_the_coach_reads_it(seeded: None) -> N
     assert turn.coach_message is not None
     assert turn.coach_message.text == pregate.SOMEONE_ELSE_REPLIES["de"]
     assert "someone else's crisis" in crisis_signal_text(turn.crisis_signal)
+    # Synth's brief (no agent answered here) speaks to the helper too.
+    assert arbitration_for(turn, {}, {}).brief["instructions"][-1] == HELPER_CRISIS_INSTRUCTION
 
     own = _accept("de", OWN_BESIDE_SOMEONE_ELSE[1])
     assert own.crisis_signal is not None
@@ -110,3 +115,4 @@ def test_the_turn_records_whose_crisis_and_the_coach_reads_it(seeded: None) -> N
     assert own.coach_message is not None
     assert own.coach_message.text == pregate.CRISIS_REPLIES["de"]
     assert "someone else's crisis" not in crisis_signal_text(own.crisis_signal)
+    assert arbitration_for(own, {}, {}).brief["instructions"][-1] == CRISIS_INSTRUCTION
