@@ -159,27 +159,27 @@ def evaluate(rows: list[Row], detect: Callable[[str], pregate.CrisisSignal | Non
     return report
 
 
+def _tally_lines(tallies: dict[str, Tally]) -> list[str]:
+    return [
+        f"| {name} | {tallies[name].rate:.1%} ({tallies[name].hits}/{tallies[name].total}) |"
+        for name in sorted(tallies)
+    ]
+
+
 def format_report(report: Report) -> str:
     lines = ["| language | recall | false positives |", "| --- | --- | --- |"]
     for lang in (*LANGUAGES, "all"):
         r, f = report.recall[lang], report.false_positives[lang]
         lines.append(f"| {lang} | {r.rate:.1%} ({r.hits}/{r.total}) | {f.rate:.1%} ({f.hits}/{f.total}) |")
-    lines += ["", "| category | flagged |", "| --- | --- |"]
-    for name in sorted(report.by_category):
-        tally = report.by_category[name]
-        lines.append(f"| {name} | {tally.rate:.1%} ({tally.hits}/{tally.total}) |")
+    lines += ["", "| category | flagged |", "| --- | --- |", *_tally_lines(report.by_category)]
     lines += ["", f"| length (long: over {classifier.CHUNK_CHARS} characters) | flagged |", "| --- | --- |"]
-    for name in sorted(report.by_length):
-        tally = report.by_length[name]
-        lines.append(f"| {name} | {tally.rate:.1%} ({tally.hits}/{tally.total}) |")
+    lines += _tally_lines(report.by_length)
     lines += [
         "",
         "crisis messages caught by layer: " + ", ".join(f"{k} {v}" for k, v in sorted(report.by_layer.items())),
         "",
         "| of the messages with the card | answered as someone else's crisis |",
         "| --- | --- |",
+        *_tally_lines(report.someone_else),
     ]
-    for name in sorted(report.someone_else):
-        tally = report.someone_else[name]
-        lines.append(f"| {name} | {tally.hits}/{tally.total} |")
     return "\n".join(lines)

@@ -21,6 +21,7 @@ from agents.models import CrisisPattern, Escalation, Message, Role, Turn
 from agents.review.session import crisis_signal_text
 from agents.safety import classifier, evaluation, pregate, reading
 from agents.turns import accept, sessions
+from tests.support.crisis import OWN_CRISIS_BESIDE_SOMEONE_ELSE
 from tests.support.people import make_coachee
 
 pytestmark = pytest.mark.django_db
@@ -496,21 +497,6 @@ def test_the_re2_preselection_reads_nested_guards_and_counted_gaps() -> None:
 def test_news_read_and_words_reported_talk_about_the_subject(text: str) -> None:
     assert reading.informational(reading.variants(text))
     assert pregate.pregate(text, evaluation.seeded_patterns()) is None
-
-
-# A coachee's own crisis told beside someone else's words or a story: the patterns catch each,
-# the classifier reads the whole of some of them low (0.14 for the first), so any rule that lets
-# the classifier overrule a pattern where someone else is named must keep these (one was tried
-# and not adopted: docs/crisis-safety.md, "Four new blind sets").
-OWN_CRISIS_BESIDE_SOMEONE_ELSE = [
-    "My friend says I should see a doctor, but honestly I want to die.",
-    "Meine Schwester meint, ich soll mehr rausgehen, aber ich will einfach nicht mehr leben.",
-    "Mi amiga dice que exagero, pero yo ya no quiero vivir.",
-    "Ma collègue m'a dit de prendre des vacances, mais franchement j'ai envie d'en finir.",
-    "Minha amiga falou para eu procurar ajuda, mas eu só quero morrer.",
-    "Подруга говорит, что это пройдёт, но я правда не хочу жить.",
-    "I read an article about burnout today and realised I have been planning how to kill myself for weeks.",
-]
 
 
 @pytest.mark.parametrize("text", OWN_CRISIS_BESIDE_SOMEONE_ELSE)
