@@ -151,8 +151,11 @@ def crisis_signal_text(signal: dict[str, Any] | None) -> str:
         share = signal.get("embedding_share", signal.get("meaning"))
         if share is not None:
             why += f"; the message's embedding weighed {share:+} in the wording model"
+        if signal.get("sentence"):  # read sentence by sentence (turns before 2026-12-06 lack it)
+            why += f"; of the sentence “{signal['sentence']}”"
         if signal.get("context"):
-            why += f"; distress earlier in the session {signal.get('context')}"
+            where = "beside it in the message" if signal.get("sentence") else "earlier in the session"
+            why += f"; distress {where} {signal.get('context')}"
     level = signal.get("level", "")
     if signal.get("someone_else"):  # turns before 2026-12-06 lack it
         why += (

@@ -526,7 +526,50 @@ def test_a_means_question_weighs_more_beside_distress_in_the_same_message(monkey
     assert hit is not None
     assert hit.category == "means"
     assert hit.context > classifier.DISTRESS_IN_CONTEXT
+    assert hit.sentence == question
+    assert "distress beside it in the message" in crisis_signal_text({"layer": "classifier", **hit.detail()})
     assert classifier.classify(f"{trip} {question}") is None
+
+
+def test_a_sentence_that_reads_as_crisis_alone_is_not_diluted_by_the_rest(monkeypatch: Any) -> None:
+    alone = classifier.SENTENCE_ALONE
+    loss, plain, below = "She left me after five years.", "I see no point in going on.", "I have not slept much."
+    short, news = "No point.", "I read that."
+    fake = _Scores(
+        {
+            f"{loss} {plain}": (classifier.Score(0.5, "suicide"), 0.8),
+            f"{loss} {below}": (classifier.Score(0.5, "suicide"), 0.8),
+            f"{loss} {short}": (classifier.Score(0.5, "suicide"), 0.8),
+            f"{news} {plain}": (classifier.Score(0.5, "suicide"), 0.8),
+            loss: (classifier.Score(0.1, "suicide"), 0.8),
+            plain: (classifier.Score(alone, "suicide", piece=plain), 0.9),
+            below: (classifier.Score(alone - 0.01, "suicide"), 0.5),
+            short: (classifier.Score(1.0, "suicide"), 0.9),
+            news: (classifier.Score(0.0, "suicide"), 0.0),
+        }
+    )
+    monkeypatch.setattr(classifier, "detector", lambda: fake)
+    monkeypatch.setattr(classifier, "_about", lambda text: text.startswith(news))
+    hit = classifier.classify(f"{loss} {plain}")
+    assert hit is not None
+    assert hit.score == alone
+    assert hit.detail()["sentence"] == plain
+    assert hit.context == 0
+    assert classifier.classify(f"{loss} {below}") is None  # under the bar
+    assert classifier.classify(f"{loss} {short}") is None  # too few words to read alone
+    assert classifier.classify(f"{news} {plain}") is None  # talks about the subject
+
+
+def test_the_real_model_reads_a_crisis_sentence_after_a_loss() -> None:
+    loss = "My girlfriend left me on Sunday after five years."
+    crisis = "Honestly I don't see the point of staying alive."
+    assert classifier.detector().score(f"{loss} {crisis}").crisis < classifier.THRESHOLD
+    hit = classifier.classify(f"{loss} {crisis}")
+    assert hit is not None
+    assert hit.sentence == crisis
+    shown = crisis_signal_text({"layer": "classifier", **hit.detail()})
+    assert f"of the sentence “{crisis}”" in shown
+    assert "earlier in the session" not in shown
 
 
 def test_the_real_model_reads_a_loss_beside_a_means_question() -> None:
