@@ -35,6 +35,7 @@ SETS = {
     "blind11": "crisis_blind11.tsv",  # as real chat, helpers quoting, one in three long; decided batch 12
     "blind12": "crisis_blind12.tsv",  # as real chat, one in four long, one in four short; decides batch 13
     "blind13": "crisis_blind13.tsv",  # as real chat, a quarter of the crises told beside others; decides one rule
+    "blind14": "crisis_blind14.tsv",  # half long messages, the crisis said once in passing; decides one rule
     "long": "crisis_long.tsv",  # development: long messages, written as training and not trained on
     "pieces": "crisis_pieces.tsv",  # development: batch 12's pieces (helpers, hard negatives), not trained on
     "coaching": "crisis_coaching_everyday.tsv",
