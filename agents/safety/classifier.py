@@ -544,7 +544,7 @@ class ClassifierHit:
     wording: float  # the wording model's probability
     meaning: float  # the meaning model's probability
     embedding_share: float  # the embedding's share of the wording model's decision, in log-odds
-    context: float  # distress earlier in the session, 0 when it was not needed
+    context: float  # distress earlier in the session (or beside it in the message), 0 when not needed
     sentence: str = ""  # the sentence scored, when the message was read sentence by sentence
 
     def detail(self) -> dict[str, Any]:
