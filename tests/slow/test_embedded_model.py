@@ -260,8 +260,9 @@ def test_coach_is_served_before_the_background_agents(vllm_url: str) -> None:
     first_token = asyncio.run(under_load("first", COACH_PRIORITY))
     print(f"Coach's first token behind four agents: {first_token:.2f} s at its priority, {behind:.2f} s at theirs")
     # On the CPU engine the four prefills already admitted share batches with Coach's (chunked
-    # prefill): priority cuts the wait rather than removing it. Under half on most runs, 0.52 on a
-    # slow hour of this 2-core VM (13.6 s against 26.0); ignored priority reads about 1.
+    # prefill): priority cuts the wait rather than removing it. Under half in the runs before
+    # 2026-12-06 (they passed a 0.5 bar), 0.52 on a slow hour of this 2-core VM (13.6 s against
+    # 26.0). Where priority is ignored, both requests wait alike.
     assert first_token < behind * 0.7
 
 
@@ -332,7 +333,8 @@ async def test_whole_turns_on_the_real_engine(
     assert all(t.status == TurnStatus.DONE for t in turns), report
     json_runs = [r for r in runs if r.agent in JSON_AGENTS]
     calls = sum(r.attempts for r in json_runs)
-    assert calls >= 50, report
+    # Every JSON agent of every turn; up to four runs may end for time on a busy two-core machine.
+    assert calls >= len(JSON_AGENTS) * len(CONVERSATIONS) - 4, report
     # Validity of what the model wrote: runs that ended for time (a busy two-core machine) wrote
     # nothing to judge and are in the report. An answer cut off by the token limit counts as
     # invalid: the budgets fit the longest answer in natural text of each language (tested
