@@ -26,10 +26,46 @@ say "migrations are up to date"
 # and a pool would retry that connection for its whole timeout.
 DATABASE_POOL_MAX_SIZE=0 "$PY" manage.py makemigrations --check --dry-run >/dev/null \
   || die "models changed without a migration: run manage.py makemigrations"
-say "pytest"
-set +e
-"$PY" -m pytest "$@"
-status=$?
-set -e
-if [ "$status" -eq 5 ]; then die "pytest collected no tests"; fi
-exit "$status"
+# pytest's exit status, with "no tests collected" (5) as a failure.
+checked() {
+  local status=0
+  "$@" || status=$?
+  if [ "$status" -eq 5 ]; then die "pytest collected no tests"; fi
+  return "$status"
+}
+
+if [ "$#" -gt 0 ]; then
+  say "pytest $*"
+  checked "$PY" -m pytest "$@"
+  exit
+fi
+
+# The whole suite as two pytest runs side by side, split by what keeps them busy. The tests that
+# start real processes (Daphne, Celery workers, Chromium: marked integration or browser) mostly
+# wait on them; the in-process tests and the real-model tests (slow: the CPU engine) keep a core
+# busy. In one run (20.5 minutes for the whole command on this two-core machine) the CPU was
+# three quarters idle while the first kind ran; side by side, 12.5 minutes. The background run has its own test database (test_coaching_inproc)
+# and Redis databases (4-7), so neither run's stacks take or flush the other's tasks.
+IN_PROCESS="slow or not (integration or browser)"
+mkdir -p "$ROOT/test-output"
+IN_PROCESS_LOG="$ROOT/test-output/pytest-in-process.log"
+say "pytest, the in-process and real-model tests in the background (-m '$IN_PROCESS'): test-output/pytest-in-process.log, printed at the end"
+DATABASE_URL="${DATABASE_URL%/*}/coaching_inproc" REDIS_DB_BASE=4 \
+  "$PY" -m pytest -m "$IN_PROCESS" -p no:cacheprovider >"$IN_PROCESS_LOG" 2>&1 &
+in_process_pid=$!
+# Stopped with this script (pytest's fixtures then stop the model server and stacks they started).
+trap 'kill -TERM "$in_process_pid" 2>/dev/null || true' EXIT
+
+say "pytest, the tests that start processes (-m 'not ($IN_PROCESS)')"
+processes=0
+checked "$PY" -m pytest -m "not ($IN_PROCESS)" || processes=$?
+
+say "pytest, the in-process and real-model tests (run beside the others)"
+in_process=0
+wait "$in_process_pid" || in_process=$?
+trap - EXIT
+cat "$IN_PROCESS_LOG"
+if [ "$in_process" -eq 5 ]; then die "pytest collected no in-process tests"; fi
+if [ "$processes" -ne 0 ] || [ "$in_process" -ne 0 ]; then
+  die "pytest failed: the tests that start processes exited $processes, the in-process and real-model tests $in_process"
+fi

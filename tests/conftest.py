@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -38,6 +39,16 @@ from tests.support.turns import CLEAN_CRITIC
 
 # Fixtures that tests in every folder share (a plugin, so no test module imports another).
 pytest_plugins = ["tests.support.fixtures"]
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A run stopped with SIGTERM (scripts/test.sh stopping its background run) ends as on Ctrl-C:
+    # the fixtures' finalizers stop the model server and the stacks they started.
+    signal.signal(signal.SIGTERM, _interrupted)
 
 
 @pytest.fixture(autouse=True)
