@@ -161,7 +161,8 @@ def redis_busy(message: str) -> SystemExit:
 
 def pick_redis_db_base(redis_url: str, candidates: tuple[int, ...] = (4, 12)) -> int:
     """The first block of four Redis databases nobody uses now: no connections and no process set up
-    for it. The app uses 0-3 and the tests 8-11 by default, so only 4-7 and 12-15 are candidates."""
+    for it. The app uses 0-3 and the tests 8-11 by default, so only 4-7 and 12-15 are candidates
+    (`make test` gives 4-7 to its in-process run, which this finds by its environment)."""
     for base in candidates:
         if not redis_clients_on(BenchEnv("", redis_url, base, 0)) and not foreign_processes(base):
             return base

@@ -43,9 +43,11 @@ fi
 # The whole suite as two pytest runs side by side, split by what keeps them busy. The tests that
 # start real processes (Daphne, Celery workers, Chromium: marked integration or browser) mostly
 # wait on them; the in-process tests and the real-model tests (slow: the CPU engine) keep a core
-# busy. In one run (20.5 minutes for the whole command on this two-core machine) the CPU was
-# three quarters idle while the first kind ran; side by side, 12.5 minutes. The background run has its own test database (test_coaching_inproc)
-# and Redis databases (4-7), so neither run's stacks take or flush the other's tasks.
+# busy. As one run (20.5 minutes for the whole command on this two-core machine) the CPU was
+# three quarters idle while the first kind ran; side by side, 12.5 minutes. The background run
+# has its own test database (test_coaching_inproc) and Redis databases (4-7), so neither run's
+# stacks take or flush the other's tasks (the benchmark's smoke test, which looks for a free
+# block, then takes 12-15), and only the foreground run keeps pytest's cache (--lf).
 IN_PROCESS="slow or not (integration or browser)"
 mkdir -p "$ROOT/test-output"
 IN_PROCESS_LOG="$ROOT/test-output/pytest-in-process.log"
