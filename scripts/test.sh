@@ -51,7 +51,7 @@ fi
 IN_PROCESS="slow or not (integration or browser)"
 mkdir -p "$ROOT/test-output"
 IN_PROCESS_LOG="$ROOT/test-output/pytest-in-process.log"
-say "pytest, the in-process and real-model tests in the background (-m '$IN_PROCESS'): test-output/pytest-in-process.log, printed at the end"
+say "pytest, the in-process and real-model tests in the background (-m '$IN_PROCESS'): test-output/pytest-in-process.log, shown once the first run ends"
 DATABASE_URL="${DATABASE_URL%/*}/coaching_inproc" REDIS_DB_BASE=4 \
   "$PY" -m pytest -m "$IN_PROCESS" -p no:cacheprovider >"$IN_PROCESS_LOG" 2>&1 &
 in_process_pid=$!
@@ -62,11 +62,11 @@ say "pytest, the tests that start processes (-m 'not ($IN_PROCESS)')"
 processes=0
 checked "$PY" -m pytest -m "not ($IN_PROCESS)" || processes=$?
 
-say "pytest, the in-process and real-model tests (run beside the others)"
+say "pytest, the in-process and real-model tests (run beside the others; followed until they end)"
+tail -n +1 -f --pid="$in_process_pid" "$IN_PROCESS_LOG"
 in_process=0
 wait "$in_process_pid" || in_process=$?
 trap - EXIT
-cat "$IN_PROCESS_LOG"
 if [ "$in_process" -eq 5 ]; then die "pytest collected no in-process tests"; fi
 if [ "$processes" -ne 0 ] || [ "$in_process" -ne 0 ]; then
   die "pytest failed: the tests that start processes exited $processes, the in-process and real-model tests $in_process"
