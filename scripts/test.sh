@@ -56,7 +56,10 @@ DATABASE_URL="${DATABASE_URL%/*}/coaching_inproc" REDIS_DB_BASE=4 \
   "$PY" -m pytest -m "$IN_PROCESS" -p no:cacheprovider >"$IN_PROCESS_LOG" 2>&1 &
 in_process_pid=$!
 # Stopped with this script (pytest's fixtures then stop the model server and stacks they started).
+# Ctrl-C reaches the foreground run only (a background job ignores it): end here once it has
+# stopped, rather than go on to follow the background run.
 trap 'kill -TERM "$in_process_pid" 2>/dev/null || true' EXIT
+trap 'exit 130' INT
 
 say "pytest, the tests that start processes (-m 'not ($IN_PROCESS)')"
 processes=0
