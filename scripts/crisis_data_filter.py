@@ -4,13 +4,17 @@ without printing any of them: a blind set must stay unread, and a training line 
 evaluation line would flatter the figures.
 
     .venv/bin/python scripts/crisis_data_filter.py NEW.tsv KEPT.tsv
+    .venv/bin/python scripts/crisis_data_filter.py NEW.jsonl KEPT.jsonl   # conversations
 
 The text is the last tab-separated field of each line; "nearly" is a difflib ratio above 0.9
 on the normalised text (`reading.normalise`), the same text the overlap test compares exactly.
+A conversation (evaluation.Conversation, a JSON line) is dropped when one of its messages of
+five words or more is (a short "ok, thanks" says nothing about who wrote it).
 """
 
 import argparse
 import difflib
+import json
 import os
 import sys
 from pathlib import Path
@@ -30,7 +34,20 @@ NEAR = 0.9
 def known_texts() -> list[str]:
     _, _, training = classifier.read_training_data()
     unseen = [row.text for pattern in evaluation.SETS.values() for row in evaluation.load_eval_set(pattern=pattern)]
+    unseen += [
+        text
+        for pattern in evaluation.CONVERSATION_SETS.values()
+        for conversation in evaluation.load_conversations(pattern)
+        for text in conversation.messages
+    ]
     return sorted({reading.normalise(text) for text in training + unseen})
+
+
+def texts_of(line: str, *, conversations: bool) -> list[str]:
+    """What is compared: a line's text, or a conversation's messages of five words or more."""
+    if not conversations:
+        return [line.split("\t")[-1]]
+    return [text for text in json.loads(line)["messages"] if not classifier.too_short(text)]
 
 
 def near_any(text: str, known: list[str]) -> bool:
@@ -50,16 +67,17 @@ def main() -> None:
     parser.add_argument("kept", type=Path)
     args = parser.parse_args()
     known = known_texts()
+    conversations = args.new.suffix == ".jsonl"
     exact = set(known)
     kept, same, near = [], 0, 0
     for line in args.new.read_text(encoding="utf-8").splitlines():
         if not line.strip() or line.startswith("#"):
             kept.append(line)
             continue
-        text = reading.normalise(line.split("\t")[-1])
-        if text in exact:
+        texts = [reading.normalise(text) for text in texts_of(line, conversations=conversations)]
+        if any(text in exact for text in texts):
             same += 1
-        elif near_any(text, known):
+        elif any(near_any(text, known) for text in texts):
             near += 1
         else:
             kept.append(line)

@@ -6,6 +6,7 @@ and per category, with the patterns the seed migrations install (no database nee
                                                     # (the main one, then the context rule's)
     .venv/bin/python scripts/crisis_eval.py --cv-writers   # the same, each writer's file left out in turn
     .venv/bin/python scripts/crisis_eval.py --set probe --inside dictated   # each line inside a long message
+    .venv/bin/python scripts/crisis_eval.py --set conversations   # sessions read message by message
 """
 
 import argparse
@@ -179,15 +180,42 @@ def inside_coaching(rows: list[evaluation.Row], style: str, seed: int = 6) -> li
     return long_rows
 
 
+def conversations_report(name: str, patterns: list[pregate.PatternRow], *, missed: bool) -> None:
+    """A conversation set read message by message with the session's earlier messages, as the
+    accept path reads it; and once more each message alone, for what the history adds."""
+    conversations = evaluation.load_conversations(evaluation.CONVERSATION_SETS[name])
+    report = evaluation.evaluate_conversations(
+        conversations, lambda text, history: pregate.assess(text, patterns, history)
+    )
+    alone = evaluation.evaluate_conversations(conversations, lambda text, history: pregate.assess(text, patterns))
+    print(evaluation.format_conversation_report(report))
+    c, f = alone.caught["all"], alone.flagged["all"]
+    print(
+        f"\neach message read alone: caught {c.rate:.1%} ({c.hits}/{c.total}), "
+        f"flagged {f.rate:.1%} ({f.hits}/{f.total})"
+    )
+    if missed:
+        print("\nmissed:")
+        for conversation in report.missed:
+            print(f"  [{conversation.id} {conversation.lang}/{conversation.category} risk_at {conversation.risk_at}]")
+            for i, text in enumerate(conversation.messages):
+                print(f"    {i}: {text}")
+        print("flagged:")
+        for conversation, i in report.false_alarms:
+            where = f"{conversation.id} {conversation.lang}/{conversation.category} message {i}"
+            print(f"  [{where}] {conversation.messages[i]}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--missed", action="store_true", help="list the missed and the wrongly flagged messages")
     parser.add_argument("--layer", choices=["pattern", "classifier", "both"], default="both")
+    sets = {**evaluation.SETS, **evaluation.CONVERSATION_SETS}
     parser.add_argument(
         "--set",
-        choices=list(evaluation.SETS),
+        choices=list(sets),
         default="evaluation",
-        help="; ".join(f"{name}: tests/data/{files}" for name, files in evaluation.SETS.items()),
+        help="; ".join(f"{name}: tests/data/{files}" for name, files in sets.items()),
     )
     parser.add_argument(
         "--inside",
@@ -213,6 +241,9 @@ def main() -> None:
             return None if hit is None else pregate.CrisisSignal("classifier", hit.category, {})
         return pregate.assess(text, patterns)
 
+    if args.set in evaluation.CONVERSATION_SETS:
+        conversations_report(args.set, patterns, missed=args.missed)
+        return
     rows = evaluation.load_eval_set(pattern=evaluation.SETS[args.set])
     if args.inside:
         rows = inside_coaching(rows, args.inside)

@@ -8,6 +8,7 @@ counted on crisis messages, false positives on everyday ones, per language and p
 from __future__ import annotations
 
 import importlib
+import json
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,6 +43,16 @@ SETS = {
 }
 
 
+# Conversations (JSON Lines, one conversation a line: id, lang, label, category, risk_at,
+# messages): the coachee's messages of one session in order, each read as the accept path reads
+# it, with the ones before it (pregate.history_from). A crisis conversation's risk shows from
+# message `risk_at` on, often only in the light of what came before.
+CONVERSATION_SETS = {
+    "conversations": "crisis_conversations_dev.jsonl",  # development: may be read
+    "conversations_blind": "crisis_conversations_blind.jsonl",  # decides; misses never read
+}
+
+
 @dataclass(frozen=True)
 class Row:
     lang: str
@@ -60,6 +71,35 @@ def load_eval_set(directory: Path = EVAL_DIR, pattern: str = "crisis_eval_*.tsv"
                 lang, label, category, text = line.split("\t", 3)
                 rows.append(Row(lang, label, category, text))
     return rows
+
+
+@dataclass(frozen=True)
+class Conversation:
+    id: str
+    lang: str
+    label: str  # "crisis" or "everyday"
+    category: str
+    risk_at: int | None  # the first message after which a counsellor would show the resources
+    messages: tuple[str, ...]
+
+
+def load_conversations(pattern: str, directory: Path = EVAL_DIR) -> list[Conversation]:
+    conversations = []
+    for path in sorted(directory.glob(pattern)):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                item = json.loads(line)
+                conversations.append(
+                    Conversation(
+                        item["id"],
+                        item["lang"],
+                        item["label"],
+                        item["category"],
+                        item["risk_at"],
+                        tuple(item["messages"]),
+                    )
+                )
+    return conversations
 
 
 def seeded_patterns() -> list[pregate.PatternRow]:
@@ -183,5 +223,90 @@ def format_report(report: Report) -> str:
         "| of the messages with the card | answered as someone else's crisis |",
         "| --- | --- |",
         *_tally_lines(report.someone_else),
+    ]
+    return "\n".join(lines)
+
+
+@dataclass
+class ConversationReport:
+    # Crisis conversations with the card on a message from risk_at on, and on risk_at itself.
+    caught: dict[str, Tally] = field(default_factory=lambda: defaultdict(Tally))  # by language, "all"
+    on_time: dict[str, Tally] = field(default_factory=lambda: defaultdict(Tally))
+    # Crisis conversations with the card before risk_at (distress read as crisis).
+    early: Tally = field(default_factory=Tally)
+    # Everyday conversations with the card on any message, and their messages with it.
+    flagged: dict[str, Tally] = field(default_factory=lambda: defaultdict(Tally))
+    flagged_messages: Tally = field(default_factory=Tally)
+    by_category: dict[str, Tally] = field(default_factory=lambda: defaultdict(Tally))
+    # How the caught conversations were caught: the layer, and whether the earlier messages
+    # decided it (the current one alone reads no crisis).
+    by_layer: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    missed: list[Conversation] = field(default_factory=list)
+    false_alarms: list[tuple[Conversation, int]] = field(default_factory=list)  # and the message
+
+
+def evaluate_conversations(
+    conversations: list[Conversation], detect: Callable[[str, list[str]], pregate.CrisisSignal | None]
+) -> ConversationReport:
+    """Each conversation read message by message, as a session is: `detect(text, history)`."""
+    report = ConversationReport()
+    for conversation in conversations:
+        messages = conversation.messages
+        signals = [detect(text, pregate.history_from(reversed(messages[:i]))) for i, text in enumerate(messages)]
+        cards = [i for i, signal in enumerate(signals) if signal is not None]
+        if conversation.label == "crisis":
+            risk_at = conversation.risk_at or 0
+            later = [i for i in cards if i >= risk_at]
+            for key in (conversation.lang, "all"):
+                report.caught[key].total += 1
+                report.caught[key].hits += bool(later)
+                report.on_time[key].total += 1
+                report.on_time[key].hits += risk_at in cards
+            report.early.total += 1
+            report.early.hits += any(i < risk_at for i in cards)
+            fired = bool(later)
+            if later:
+                first = signals[later[0]]
+                assert first is not None
+                report.by_layer[first.layer] += 1
+            else:
+                report.missed.append(conversation)
+        else:
+            fired = bool(cards)
+            for key in (conversation.lang, "all"):
+                report.flagged[key].total += 1
+                report.flagged[key].hits += fired
+            report.flagged_messages.total += len(messages)
+            report.flagged_messages.hits += len(cards)
+            report.false_alarms += [(conversation, i) for i in cards]
+        category = report.by_category[f"{conversation.label}/{conversation.category}"]
+        category.total += 1
+        category.hits += fired
+    return report
+
+
+def format_conversation_report(report: ConversationReport) -> str:
+    lines = [
+        "| language | crisis conversations caught (from risk_at on) | on the message at risk_at "
+        "| everyday conversations flagged |",
+        "| --- | --- | --- | --- |",
+    ]
+    for lang in (*LANGUAGES, "all"):
+        c, t, f = report.caught[lang], report.on_time[lang], report.flagged[lang]
+        lines.append(
+            f"| {lang} | {c.rate:.1%} ({c.hits}/{c.total}) | {t.rate:.1%} ({t.hits}/{t.total}) "
+            f"| {f.rate:.1%} ({f.hits}/{f.total}) |"
+        )
+    e, m = report.early, report.flagged_messages
+    lines += [
+        "",
+        f"crisis conversations with the card before risk_at: {e.rate:.1%} ({e.hits}/{e.total}); "
+        f"messages of everyday conversations with the card: {m.rate:.1%} ({m.hits}/{m.total})",
+        "caught by layer (first card from risk_at on): "
+        + ", ".join(f"{k} {v}" for k, v in sorted(report.by_layer.items())),
+        "",
+        "| category | caught or flagged |",
+        "| --- | --- |",
+        *_tally_lines(report.by_category),
     ]
     return "\n".join(lines)

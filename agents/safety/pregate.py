@@ -6,8 +6,10 @@ locale: people write in the language they are in, not the one they signed up wit
 """
 
 import functools
+import itertools
 import logging
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import re2
@@ -367,8 +369,12 @@ def recent_coachee_texts(session_id: int, *, before_seq: int | None = None) -> l
     messages = Message.objects.filter(session_id=session_id, role=Role.USER)
     if before_seq is not None:
         messages = messages.filter(seq__lt=before_seq)
-    texts = messages.order_by("-seq").values_list("text", flat=True)[:HISTORY_MESSAGES]
-    return [text[-HISTORY_CHARS:] for text in texts]
+    return history_from(messages.order_by("-seq").values_list("text", flat=True)[:HISTORY_MESSAGES])
+
+
+def history_from(earlier: Iterable[str]) -> list[str]:
+    """What `assess` reads of a session's earlier coachee messages, given newest first."""
+    return [text[-HISTORY_CHARS:] for text in itertools.islice(earlier, HISTORY_MESSAGES)]
 
 
 @dataclass(frozen=True)

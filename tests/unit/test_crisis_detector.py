@@ -48,12 +48,21 @@ def test_the_evaluation_set_is_big_enough_apart_from_training_and_varied() -> No
     for hard in ("idiom", "news", "medication", "fiction", "coach"):
         assert categories[hard] >= 30, hard
     _, _, training = classifier.read_training_data()
-    unseen = [row for pattern in evaluation.SETS.values() for row in evaluation.load_eval_set(pattern=pattern)]
-    overlap = {reading.normalise(t) for t in training} & {reading.normalise(row.text) for row in unseen}
+    unseen = [row.text for pattern in evaluation.SETS.values() for row in evaluation.load_eval_set(pattern=pattern)]
+    unseen += [
+        text
+        for pattern in evaluation.CONVERSATION_SETS.values()
+        for conversation in evaluation.load_conversations(pattern)
+        for text in conversation.messages
+        if not classifier.too_short(text)  # "ok, thanks" may well be a training line too
+    ]
+    overlap = {reading.normalise(t) for t in training} & {reading.normalise(text) for text in unseen}
     assert overlap == set()
-    # A set added under tests/data is named in evaluation.SETS, so the check above reads it too.
-    named = {path for pattern in evaluation.SETS.values() for path in evaluation.EVAL_DIR.glob(pattern)}
-    assert set(evaluation.EVAL_DIR.glob("crisis_*.tsv")) <= named
+    # A set added under tests/data is named in evaluation.SETS (or CONVERSATION_SETS), so the
+    # check above reads it too.
+    sets = [*evaluation.SETS.values(), *evaluation.CONVERSATION_SETS.values()]
+    named = {path for pattern in sets for path in evaluation.EVAL_DIR.glob(pattern)}
+    assert set(evaluation.EVAL_DIR.glob("crisis_*.tsv")) | set(evaluation.EVAL_DIR.glob("crisis_*.jsonl")) <= named
 
 
 def test_recall_and_false_positives_on_the_evaluation_set(seeded: None) -> None:
@@ -67,6 +76,54 @@ def test_recall_and_false_positives_on_the_evaluation_set(seeded: None) -> None:
     for lang in evaluation.LANGUAGES:
         assert report.recall[lang].rate >= MIN_RECALL_PER_LANGUAGE, lang
         assert report.false_positives[lang].rate <= MAX_FALSE_POSITIVES_PER_LANGUAGE, lang
+
+
+# The development conversations (tests/data/crisis_conversations_dev.jsonl), read as sessions:
+# floors at what the layers reached when the set was added (2026-12-06: every crisis conversation
+# caught, 47 of 48 on the message a counsellor would show the resources at, and a card somewhere in
+# 14 of 48 everyday conversations: one message in eleven, compounded over a session's four).
+MIN_CONVERSATIONS_CAUGHT = 0.95
+MAX_EVERYDAY_CONVERSATIONS_FLAGGED = 0.35
+
+
+def test_sessions_of_the_development_conversations(seeded: None) -> None:
+    patterns = pregate.active_crisis_patterns()
+    conversations = evaluation.load_conversations(evaluation.CONVERSATION_SETS["conversations"])
+    report = evaluation.evaluate_conversations(conversations, lambda text, h: pregate.assess(text, patterns, h))
+    print("\n" + evaluation.format_conversation_report(report))
+    assert report.caught["all"].total >= 48
+    assert report.flagged["all"].total >= 48
+    assert report.caught["all"].rate >= MIN_CONVERSATIONS_CAUGHT
+    assert report.on_time["all"].rate >= MIN_CONVERSATIONS_CAUGHT
+    assert report.flagged["all"].rate <= MAX_EVERYDAY_CONVERSATIONS_FLAGGED
+
+
+def test_a_conversation_is_read_message_by_message_with_the_ones_before_it() -> None:
+    crisis = evaluation.Conversation("c", "en", "crisis", "means", 2, ("lost my job", "fine", "which bridge is high"))
+    early = evaluation.Conversation("e", "en", "crisis", "plan", 1, ("alarm", "letters written"))
+    everyday = evaluation.Conversation("n", "de", "everyday", "idiom", None, ("alarm", "alles gut", "alarm"))
+    seen: list[tuple[str, list[str]]] = []
+
+    def detect(text: str, history: list[str]) -> pregate.CrisisSignal | None:
+        seen.append((text, history))
+        if text == "alarm" or (text == "which bridge is high" and "lost my job" in history):
+            return pregate.CrisisSignal("classifier", "means", {})
+        return None
+
+    report = evaluation.evaluate_conversations([crisis, early, everyday], detect)
+    assert ("which bridge is high", ["fine", "lost my job"]) in seen  # newest first, as the accept path
+    assert (report.caught["all"].hits, report.caught["all"].total) == (1, 2)  # `early` only before risk_at
+    assert report.on_time["en"].hits == 1
+    assert (report.early.hits, report.early.total) == (1, 2)
+    assert [c.id for c in report.missed] == ["e"]
+    assert (report.flagged["de"].hits, report.flagged_messages.hits, report.flagged_messages.total) == (1, 2, 3)
+    assert [(c.id, i) for c, i in report.false_alarms] == [("n", 0), ("n", 2)]
+    assert "| all | 50.0% (1/2) | 50.0% (1/2) | 100.0% (1/1) |" in evaluation.format_conversation_report(report)
+
+
+def test_the_detector_reads_as_many_earlier_messages_as_the_accept_path() -> None:
+    earlier = ["x" * 1500, "b", "c", "d"]  # newest first
+    assert pregate.history_from(iter(earlier)) == ["x" * pregate.HISTORY_CHARS, "b", "c"]
 
 
 @pytest.mark.parametrize(
