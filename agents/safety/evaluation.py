@@ -37,6 +37,7 @@ SETS = {
     "blind12": "crisis_blind12.tsv",  # as real chat, one in four long, one in four short; decides batch 13
     "blind13": "crisis_blind13.tsv",  # as real chat, a quarter of the crises told beside others; decides one rule
     "blind14": "crisis_blind14.tsv",  # half long messages, the crisis said once in passing; decides one rule
+    "blind15": "crisis_blind15.tsv",  # as real chat, one in four long, one in four short; decides batch 14
     "long": "crisis_long.tsv",  # development: long messages, written as training and not trained on
     "pieces": "crisis_pieces.tsv",  # development: batch 12's pieces (helpers, hard negatives), not trained on
     "coaching": "crisis_coaching_everyday.tsv",
@@ -49,7 +50,8 @@ SETS = {
 # message `risk_at` on, often only in the light of what came before.
 CONVERSATION_SETS = {
     "conversations": "crisis_conversations_dev.jsonl",  # development: may be read
-    "conversations_blind": "crisis_conversations_blind.jsonl",  # decides; misses never read
+    "conversations_blind": "crisis_conversations_blind.jsonl",  # first reading of sessions; misses never read
+    "conversations_blind2": "crisis_conversations_blind2.jsonl",  # decides batch 14; misses never read
 }
 
 
