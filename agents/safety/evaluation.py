@@ -37,7 +37,8 @@ SETS = {
     "blind12": "crisis_blind12.tsv",  # as real chat, one in four long, one in four short; decides batch 13
     "blind13": "crisis_blind13.tsv",  # as real chat, a quarter of the crises told beside others; decides one rule
     "blind14": "crisis_blind14.tsv",  # half long messages, the crisis said once in passing; decides one rule
-    "blind15": "crisis_blind15.tsv",  # as real chat, one in four long, one in four short; decides batch 14
+    "blind15": "crisis_blind15.tsv",  # as real chat, one in four long, one in four short; decided batch 14
+    "blind16": "crisis_blind16.tsv",  # as blind15; decides batch 14's second question
     "long": "crisis_long.tsv",  # development: long messages, written as training and not trained on
     "pieces": "crisis_pieces.tsv",  # development: batch 12's pieces (helpers, hard negatives), not trained on
     "coaching": "crisis_coaching_everyday.tsv",
@@ -51,7 +52,8 @@ SETS = {
 CONVERSATION_SETS = {
     "conversations": "crisis_conversations_dev.jsonl",  # development: may be read
     "conversations_blind": "crisis_conversations_blind.jsonl",  # first reading of sessions; misses never read
-    "conversations_blind2": "crisis_conversations_blind2.jsonl",  # decides batch 14; misses never read
+    "conversations_blind2": "crisis_conversations_blind2.jsonl",  # decided batch 14; misses never read
+    "conversations_blind3": "crisis_conversations_blind3.jsonl",  # decides batch 14's second question
 }
 
 
