@@ -54,7 +54,7 @@ CONVERSATION_SETS = {
     "conversations_blind": "crisis_conversations_blind.jsonl",  # first reading of sessions; misses never read
     "conversations_blind2": "crisis_conversations_blind2.jsonl",  # decided batch 14; misses never read
     "conversations_blind3": "crisis_conversations_blind3.jsonl",  # decided batch 14's second question
-    "conversations_blind4": "crisis_conversations_blind4.jsonl",  # decides the clear-distress rule
+    "conversations_blind4": "crisis_conversations_blind4.jsonl",  # decided the clear-distress rule (not adopted)
 }
 
 
