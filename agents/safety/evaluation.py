@@ -116,6 +116,7 @@ def seeded_patterns() -> list[pregate.PatternRow]:
     narrowed = importlib.import_module("agents.migrations.0021_crisis_patterns_narrowed")
     batch5 = importlib.import_module("agents.migrations.0028_crisis_patterns_batch_5")
     clause_end = importlib.import_module("agents.migrations.0029_crisis_patterns_german_clause_end")
+    quitting = importlib.import_module("agents.migrations.0030_crisis_patterns_russian_quitting")
     rows: dict[tuple[str, str], str] = {}
     for locale, patterns in batch1.items():
         for pattern in patterns:
@@ -134,6 +135,7 @@ def seeded_patterns() -> list[pregate.PatternRow]:
     _narrow(rows, batch5.REPLACED)
     _add_new(rows, batch5.PATTERNS)
     _add_new(rows, clause_end.PATTERNS)
+    _narrow(rows, quitting.REPLACED)
     return [(index, locale, pattern, category) for index, ((locale, pattern), category) in enumerate(rows.items())]
 
 
@@ -261,19 +263,17 @@ def evaluate_conversations(
         cards = [i for i, signal in enumerate(signals) if signal is not None]
         if conversation.label == "crisis":
             risk_at = conversation.risk_at or 0
-            later = [i for i in cards if i >= risk_at]
+            later = [signal for signal in signals[risk_at:] if signal is not None]
+            fired = bool(later)
             for key in (conversation.lang, "all"):
                 report.caught[key].total += 1
-                report.caught[key].hits += bool(later)
+                report.caught[key].hits += fired
                 report.on_time[key].total += 1
                 report.on_time[key].hits += risk_at in cards
             report.early.total += 1
             report.early.hits += any(i < risk_at for i in cards)
-            fired = bool(later)
             if later:
-                first = signals[later[0]]
-                assert first is not None
-                report.by_layer[first.layer] += 1
+                report.by_layer[later[0].layer] += 1
             else:
                 report.missed.append(conversation)
         else:

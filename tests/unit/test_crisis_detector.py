@@ -517,12 +517,29 @@ CLAUSE_END_CAUGHT = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("text", CONCEPT_GUARDED + WARNING_SIGNS_GUARDED + CLAUSE_END_GUARDED)
+# To end ("покончить") a habit is to quit it (migration 0030); with oneself, one's life, everything or
+# "this", it is not.
+QUITTING_GUARDED = [
+    "в этом году хочу покончить с курением, помоги составить план",
+    "собираюсь покончить с долгами по кредитке до лета",
+    "какие есть способы покончить с прокрастинацией?",
+    "думаю о том чтобы покончить с ночными перекусами",
+]
+QUITTING_CAUGHT = [
+    ("хочу покончить со своей жизнью, сил больше нет", "suicide"),
+    ("решил покончить с этим раз и навсегда сегодня ночью", "suicide"),
+    ("ищу способ покончить быстро и без боли", "means"),
+]
+
+
+@pytest.mark.parametrize("text", CONCEPT_GUARDED + WARNING_SIGNS_GUARDED + CLAUSE_END_GUARDED + QUITTING_GUARDED)
 def test_a_concept_patterns_guard_keeps_everyday_wording_out(text: str) -> None:
     assert pregate.pregate(text, evaluation.seeded_patterns()) is None
 
 
-@pytest.mark.parametrize(("text", "category"), CONCEPT_CAUGHT + WARNING_SIGNS_CAUGHT + CLAUSE_END_CAUGHT)
+@pytest.mark.parametrize(
+    ("text", "category"), CONCEPT_CAUGHT + WARNING_SIGNS_CAUGHT + CLAUSE_END_CAUGHT + QUITTING_CAUGHT
+)
 def test_a_concept_pattern_takes_wording_no_phrase_was_written_for(text: str, category: str) -> None:
     match = pregate.pregate(text, evaluation.seeded_patterns())
     assert match is not None
