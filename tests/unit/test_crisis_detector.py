@@ -79,10 +79,10 @@ def test_recall_and_false_positives_on_the_evaluation_set(seeded: None) -> None:
 
 
 # The development conversations (tests/data/crisis_conversations_dev.jsonl), read as sessions:
-# floors near what the layers reach (2026-12-06, with training batch 14: every crisis conversation
-# caught, 46 of 48 on the message a counsellor would show the resources at, and a card somewhere in
-# 12 of 48 everyday conversations; 14 before the batch: one message in eleven, compounded over a
-# session's four).
+# floors near what the layers reach (2026-12-06, with training batch 14 and migration 0030: every
+# crisis conversation caught, 46 of 48 on the message a counsellor would show the resources at, and
+# a card somewhere in 11 of 48 everyday conversations; 14 before both: one message in eleven,
+# compounded over a session's four).
 MIN_CONVERSATIONS_CAUGHT = 0.95
 MAX_EVERYDAY_CONVERSATIONS_FLAGGED = 0.30
 
