@@ -33,14 +33,7 @@ NEAR = 0.9
 
 def known_texts() -> list[str]:
     _, _, training = classifier.read_training_data()
-    unseen = [row.text for pattern in evaluation.SETS.values() for row in evaluation.load_eval_set(pattern=pattern)]
-    unseen += [
-        text
-        for pattern in evaluation.CONVERSATION_SETS.values()
-        for conversation in evaluation.load_conversations(pattern)
-        for text in conversation.messages
-    ]
-    return sorted({reading.normalise(text) for text in training + unseen})
+    return sorted({reading.normalise(text) for text in training + evaluation.unseen_texts()})
 
 
 def texts_of(line: str, *, conversations: bool) -> list[str]:

@@ -107,6 +107,21 @@ def load_conversations(pattern: str, directory: Path = EVAL_DIR) -> list[Convers
     return conversations
 
 
+def unseen_texts() -> list[str]:
+    """Every text the detector is measured on and must never be trained on: each line of every
+    set, and each message of five words or more of every session (a short "ok, thanks" says
+    nothing about who wrote it, and may well be a training line too)."""
+    texts = [row.text for pattern in SETS.values() for row in load_eval_set(pattern=pattern)]
+    texts += [
+        text
+        for pattern in CONVERSATION_SETS.values()
+        for conversation in load_conversations(pattern)
+        for text in conversation.messages
+        if not classifier.too_short(text)
+    ]
+    return texts
+
+
 def seeded_patterns() -> list[pregate.PatternRow]:
     """The crisis patterns the seed migrations leave in a fresh database, without one."""
     batch1 = importlib.import_module("agents.migrations.0007_seed_crisis_patterns").PATTERNS

@@ -48,14 +48,7 @@ def test_the_evaluation_set_is_big_enough_apart_from_training_and_varied() -> No
     for hard in ("idiom", "news", "medication", "fiction", "coach"):
         assert categories[hard] >= 30, hard
     _, _, training = classifier.read_training_data()
-    unseen = [row.text for pattern in evaluation.SETS.values() for row in evaluation.load_eval_set(pattern=pattern)]
-    unseen += [
-        text
-        for pattern in evaluation.CONVERSATION_SETS.values()
-        for conversation in evaluation.load_conversations(pattern)
-        for text in conversation.messages
-        if not classifier.too_short(text)  # "ok, thanks" may well be a training line too
-    ]
+    unseen = evaluation.unseen_texts()
     overlap = {reading.normalise(t) for t in training} & {reading.normalise(text) for text in unseen}
     assert overlap == set()
     # A set added under tests/data is named in evaluation.SETS (or CONVERSATION_SETS), so the
