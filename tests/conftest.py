@@ -147,8 +147,8 @@ def start_stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[Calla
             f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}", [worker, web], [worker_log, web_log], metrics_dir
         )
         started.append(stack)
-        wait_http(f"{stack.http_url}/healthz", 30)
-        wait_worker(env, 60)
+        wait_http(f"{stack.http_url}/healthz")
+        wait_worker(env)
         return stack
 
     yield start

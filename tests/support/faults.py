@@ -99,7 +99,7 @@ class ProcessStack:
             env=self.env, cwd=ROOT, stdout=self.log("worker"), stderr=subprocess.STDOUT,
         )  # fmt: skip
         self.workers.append(worker)
-        wait_worker(self.env, 60)
+        wait_worker(self.env)
         return worker
 
     def start_web(self) -> None:
@@ -107,7 +107,7 @@ class ProcessStack:
             [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(self.web_port), "coaching_site.asgi:application"],
             env=self.env, cwd=ROOT, stdout=self.log("web"), stderr=subprocess.STDOUT,
         )  # fmt: skip
-        wait_http(f"{self.live.http_url}/healthz", 30)
+        wait_http(f"{self.live.http_url}/healthz")
 
     def stop_web(self) -> None:
         assert self.web is not None

@@ -90,7 +90,14 @@ class LiveStack:
         return text
 
 
-def wait_http(url: str, timeout_s: float) -> None:
+# How long a process a test starts may take to serve: Daphne imports Django and warms the crisis
+# pre-gate (about 6 s on an idle two-core machine), a worker imports the app. With the real-model
+# tests running beside the ones that start processes (scripts/test.sh), a Daphne once took over
+# 30 s; the wait ends as soon as the process answers, so a long bound costs nothing when healthy.
+STARTUP_TIMEOUT_S = 90.0
+
+
+def wait_http(url: str, timeout_s: float = STARTUP_TIMEOUT_S) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         with suppress(OSError), urllib.request.urlopen(url, timeout=1) as response:  # noqa: S310 (local server)
@@ -100,7 +107,7 @@ def wait_http(url: str, timeout_s: float) -> None:
     raise RuntimeError(f"{url} did not answer within {timeout_s} s")
 
 
-def wait_worker(env: dict[str, str], timeout_s: float) -> None:
+def wait_worker(env: dict[str, str], timeout_s: float = STARTUP_TIMEOUT_S) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         ping = subprocess.run(
