@@ -8,7 +8,7 @@ cd "$ROOT"
 
 ensure_postgres
 ensure_redis
-ensure_venv "$ROOT/requirements.txt" "$ROOT/requirements-dev.txt"
+ensure_venv
 # Its own database and Redis databases (12-15): never the app's (0-3) or the tests' (8-11).
 export DATABASE_URL="${BENCH_DATABASE_URL:-postgres://postgres@localhost:5432/coaching_bench}"
 export REDIS_DB_BASE=12 DJANGO_SETTINGS_MODULE=coaching_site.settings DJANGO_STATIC_MANIFEST=0

@@ -70,20 +70,38 @@ ensure_database() {
   fi
 }
 
-# pip install, skipped when the requirement files have not changed since the last run.
+# The app's virtual environment (runtime and test tools, one for both commands), built outside
+# the repo and keyed by what it is built from (the requirement files, the Python, the machine),
+# so a fresh clone on the same machine, as CI's is, reuses it instead of installing for minutes;
+# .venv in the repo is a link to it, the path every script and page names. A venv cannot be
+# moved (its scripts name their interpreter by absolute path), so it is built where it stays,
+# and marked complete only at the end.
+APP_REQUIREMENTS=("$ROOT/requirements.txt" "$ROOT/requirements-dev.txt")
 ensure_venv() {
   ensure_python
-  if [ ! -x "$PY" ]; then
-    say "creating the virtual environment in .venv"
-    "$PYTHON311" -m venv "$VENV"
-    "$PY" -m pip install -q --upgrade pip
+  local key target
+  key=$( { cat "${APP_REQUIREMENTS[@]}"; "$PYTHON311" -V; uname -m; } | sha256sum | cut -c1-16)
+  target="$CACHE_DIR/venvs/app-$key"
+  if [ ! -f "$target/.complete" ]; then
+    say "installing the Python packages into $target (first time for these requirements: 1-3 minutes)"
+    rm -rf "$target"
+    mkdir -p "$CACHE_DIR/venvs"
+    "$PYTHON311" -m venv "$target"
+    pip_progress "$target/bin/python" install -q --upgrade pip
+    for req in "${APP_REQUIREMENTS[@]}"; do
+      pip_progress "$target/bin/python" install -q -r "$req" \
+        || die "Could not install the Python packages of $req; see the messages above."
+    done
+    touch "$target/.complete"
   fi
-  local stamp="$VENV/.installed-$(cat "$@" | sha256sum | cut -c1-16)"
-  if [ ! -f "$stamp" ]; then
-    say "installing Python packages ($*)"
-    for req in "$@"; do "$PY" -m pip install -q -r "$req"; done
-    touch "$stamp"
+  if [ "$(readlink "$VENV" 2>/dev/null)" != "$target" ]; then
+    # A .venv directory of an earlier layout (built in the repo) is replaced by the link.
+    [ -L "$VENV" ] || rm -rf "$VENV"
+    ln -sfn "$target" "$VENV"
   fi
+  touch "$target"
+  # The three most recently used environments stay (other clones may use older requirements).
+  ls -dt "$CACHE_DIR"/venvs/app-* | tail -n +4 | xargs -r rm -rf
 }
 
 # The embedded model engine: vLLM's CPU build in a venv of its own, outside the repo, keyed by

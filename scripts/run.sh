@@ -12,7 +12,7 @@ mkdir -p "$RUN_DIR"
 
 ensure_postgres
 ensure_redis
-ensure_venv "$ROOT/requirements.txt"
+ensure_venv
 export DATABASE_URL="${DATABASE_URL:-postgres://postgres@localhost:5432/coaching}"
 ensure_database "$(basename "${DATABASE_URL%%\?*}")"
 ensure_crisis_model

@@ -7,7 +7,7 @@ cd "$ROOT"
 
 ensure_postgres
 ensure_redis
-ensure_venv "$ROOT/requirements.txt" "$ROOT/requirements-dev.txt"
+ensure_venv
 ensure_engine
 ensure_chromium
 ensure_crisis_model
@@ -18,7 +18,9 @@ say "ruff"
 "$VENV/bin/ruff" check .
 "$VENV/bin/ruff" format --check .
 say "mypy"
-"$VENV/bin/mypy" .
+# Its cache outside the repo too (mypy checks each file's hash against it): a fresh clone's
+# mypy takes ~4 s instead of ~1 minute.
+MYPY_CACHE_DIR="$CACHE_DIR/mypy" "$VENV/bin/mypy" .
 say "import contracts (lint-imports: no circle of imports, one direction between layers)"
 "$VENV/bin/lint-imports" --no-cache
 say "migrations are up to date"

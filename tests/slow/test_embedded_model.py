@@ -268,6 +268,7 @@ def test_coach_is_served_before_the_background_agents(vllm_url: str) -> None:
 
 # --- Whole turns over the real stack --------------------------------------------------------------
 
+# One coachee a language the product speaks.
 CONVERSATIONS = [
     "I want to run three times a week, but I keep skipping it when work gets busy.",
     "Ich will abends weniger am Handy hängen, aber um elf scrolle ich immer noch.",
@@ -275,9 +276,6 @@ CONVERSATIONS = [
     "Quiero ahorrar para un viaje, pero cada viernes me gasto todo en cenas.",
     "Prometi a mim mesma estudar inglês todas as manhãs e só consegui duas vezes.",
     "Я хочу ложиться спать до полуночи, но каждый вечер засиживаюсь за сериалами.",
-    "My manager asked me to speak up more in meetings, and I freeze every time.",
-    "Sempre digo que vou cozinhar em casa, mas acabo pedindo comida quase todo dia.",
-    "I told my sister I'd call her every Sunday. I've missed the last three.",
 ]
 JSON_AGENTS = {"shadow", "persona", "plasticity", "stability", "synth", "critic"}
 
@@ -286,10 +284,12 @@ JSON_AGENTS = {"shadow", "persona", "plasticity", "stability", "synth", "critic"
 async def test_whole_turns_on_the_real_engine(
     start_stack: Any, vllm_url: str, settings: Any, request: pytest.FixtureRequest
 ) -> None:
-    """Nine coachees at once, one turn each (two turns each took two minutes more of the suite
-    and showed nothing one does not; the shared prefix's cache has its own test above): every
-    JSON agent's output validates, counted over every call (first attempt and after repair),
-    and each turn ends with a full answer."""
+    """Six coachees at once, one turn each, one a language: every JSON agent's output
+    validates, counted over every call (first attempt and after repair), and each turn ends
+    with a full answer. Two turns each took two minutes more of the suite and showed nothing one
+    does not (the shared prefix's cache has its own test above); nine coachees (two more in
+    English, one in Portuguese) took 333 s of the suite's critical path on two cores, and with the
+    machine busier Shadow ran out of its stage deadline in five turns of nine."""
     settings.COACHING_LLM_ALLOW_REQUESTS = True
     stack: LiveStack = await sync_to_async(start_stack)(deadline_s=600, name="real", concurrency=24)
     # Stopped after this test: its worker shares the tests' broker and would take later tests' tasks.
