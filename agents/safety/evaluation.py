@@ -39,6 +39,7 @@ SETS = {
     "blind14": "crisis_blind14.tsv",  # half long messages, the crisis said once in passing; decides one rule
     "blind15": "crisis_blind15.tsv",  # as real chat, one in four long, one in four short; decided batch 14
     "blind16": "crisis_blind16.tsv",  # as blind15; decides batch 14's second question
+    "blind17": "crisis_blind17.tsv",  # as real chat, one in four short and long; decides batch 15 (plans)
     "long": "crisis_long.tsv",  # development: long messages, written as training and not trained on
     "pieces": "crisis_pieces.tsv",  # development: batch 12's pieces (helpers, hard negatives), not trained on
     "coaching": "crisis_coaching_everyday.tsv",
@@ -55,6 +56,7 @@ CONVERSATION_SETS = {
     "conversations_blind2": "crisis_conversations_blind2.jsonl",  # decided batch 14; misses never read
     "conversations_blind3": "crisis_conversations_blind3.jsonl",  # decided batch 14's second question
     "conversations_blind4": "crisis_conversations_blind4.jsonl",  # decided the clear-distress rule (not adopted)
+    "conversations_blind5": "crisis_conversations_blind5.jsonl",  # decides batch 15 (plans) with blind17
 }
 
 
