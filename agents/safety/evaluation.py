@@ -42,6 +42,7 @@ SETS = {
     "blind17": "crisis_blind17.tsv",  # as real chat, one in four short and long; decides batch 15 (plans)
     "long": "crisis_long.tsv",  # development: long messages, written as training and not trained on
     "pieces": "crisis_pieces.tsv",  # development: batch 12's pieces (helpers, hard negatives), not trained on
+    "plans": "crisis_plans.tsv",  # development: batch 15's concrete plans and look-alikes, not trained on
     "coaching": "crisis_coaching_everyday.tsv",
 }
 
