@@ -4,8 +4,9 @@ Where the server has a tokenize route (checked against the servers' docs and the
 - vLLM:              POST {root}/tokenize              {"model": ..., "prompt": text} -> {"count": N, "tokens": [...]}
 - llama-cpp-python:  POST {root}/extras/tokenize/count {"input": text}                -> {"count": N}
 - llama.cpp server:  POST {root}/tokenize              {"content": text}              -> {"tokens": [...]}
-({root} is the base URL without its trailing /v1.) The embedded default (kind llamacpp) is
-llama-cpp-python, so that kind tries its route first and llama.cpp's own second.
+({root} is the base URL without its trailing /v1.) The embedded default is vLLM's CPU build
+(agents/llm/embedded.py), so it counts as production does; an endpoint of kind llamacpp tries
+llama-cpp-python's route first and llama.cpp's own second.
 
 Counts are cached per (endpoint, model, sha256 of the text): in process (an LRU) and in the
 Django cache (shared by workers), so a turn's prefix is counted once. When the server has no
