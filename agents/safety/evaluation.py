@@ -41,7 +41,7 @@ SETS = {
     "blind16": "crisis_blind16.tsv",  # as blind15; decides batch 14's second question
     "blind17": "crisis_blind17.tsv",  # as real chat, one in four short and long; decided batch 15 (plans)
     "blind18": "crisis_blind18.tsv",  # as blind17; decided batch 6 of the patterns (plans; not adopted)
-    "blind19": "crisis_blind19.tsv",  # as blind17; decides batch 7 of the patterns (self-harm with its purpose)
+    "blind19": "crisis_blind19.tsv",  # as blind17; decided batch 7 of the patterns (self-harm; not adopted)
     "long": "crisis_long.tsv",  # development: long messages, written as training and not trained on
     "pieces": "crisis_pieces.tsv",  # development: batch 12's pieces (helpers, hard negatives), not trained on
     "plans": "crisis_plans.tsv",  # development: batch 15's concrete plans and look-alikes, not trained on
@@ -60,7 +60,8 @@ CONVERSATION_SETS = {
     "conversations_blind3": "crisis_conversations_blind3.jsonl",  # decided batch 14's second question
     "conversations_blind4": "crisis_conversations_blind4.jsonl",  # decided the clear-distress rule (not adopted)
     "conversations_blind5": "crisis_conversations_blind5.jsonl",  # decided batch 15 (plans) with blind17
-    "conversations_blind6": "crisis_conversations_blind6.jsonl",  # decided batch 6 of the patterns with blind18 (not adopted)
+    # decided batch 6 of the patterns with blind18 (not adopted)
+    "conversations_blind6": "crisis_conversations_blind6.jsonl",
 }
 
 
@@ -138,7 +139,6 @@ def seeded_patterns() -> list[pregate.PatternRow]:
     batch5 = importlib.import_module("agents.migrations.0028_crisis_patterns_batch_5")
     clause_end = importlib.import_module("agents.migrations.0029_crisis_patterns_german_clause_end")
     quitting = importlib.import_module("agents.migrations.0030_crisis_patterns_russian_quitting")
-    self_harm = importlib.import_module("agents.migrations.0031_crisis_patterns_self_harm_purpose")
     rows: dict[tuple[str, str], str] = {}
     for locale, patterns in batch1.items():
         for pattern in patterns:
@@ -158,7 +158,6 @@ def seeded_patterns() -> list[pregate.PatternRow]:
     _add_new(rows, batch5.PATTERNS)
     _add_new(rows, clause_end.PATTERNS)
     _narrow(rows, quitting.REPLACED)
-    _add_new(rows, self_harm.PATTERNS)
     return [(index, locale, pattern, category) for index, ((locale, pattern), category) in enumerate(rows.items())]
 
 
