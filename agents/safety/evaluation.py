@@ -60,8 +60,7 @@ CONVERSATION_SETS = {
     "conversations_blind3": "crisis_conversations_blind3.jsonl",  # decided batch 14's second question
     "conversations_blind4": "crisis_conversations_blind4.jsonl",  # decided the clear-distress rule (not adopted)
     "conversations_blind5": "crisis_conversations_blind5.jsonl",  # decided batch 15 (plans) with blind17
-    # decided batch 6 of the patterns with blind18 (not adopted)
-    "conversations_blind6": "crisis_conversations_blind6.jsonl",
+    "conversations_blind6": "crisis_conversations_blind6.jsonl",  # decided pattern batch 6 (not adopted)
 }
 
 
