@@ -147,7 +147,7 @@ def start_stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[Calla
             f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}", [worker, web], [worker_log, web_log], metrics_dir
         )
         started.append(stack)
-        wait_http(f"{stack.http_url}/healthz")
+        wait_http(f"{stack.http_url}/healthz", process=web, log=web_log)
         wait_worker(env)
         return stack
 

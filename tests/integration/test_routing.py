@@ -258,7 +258,7 @@ def two_worker_stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[
     )
     stack = LiveStack(f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}", processes, logs)
     try:
-        wait_http(f"{stack.http_url}/healthz")
+        wait_http(f"{stack.http_url}/healthz", process=processes[-1], log=web_log)
         wait_worker(env)
         yield stack
     finally:

@@ -8,6 +8,7 @@ import subprocess
 import time
 from contextlib import suppress
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -49,6 +50,7 @@ class ProcessStack:
     redis_proc: subprocess.Popen[bytes] | None = None
     web: subprocess.Popen[bytes] | None = None
     workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    webs: list[subprocess.Popen[bytes]] = field(default_factory=list)  # every Daphne started, to stop them all
     starts: int = 0
 
     @property
@@ -64,9 +66,12 @@ class ProcessStack:
     def live(self) -> LiveStack:
         return LiveStack(f"http://127.0.0.1:{self.web_port}", f"ws://127.0.0.1:{self.web_port}")
 
-    def log(self, what: str) -> Any:
+    def log_path(self, what: str) -> Path:
         self.starts += 1
-        return (OUTPUT_DIR / f"{self.name}-{what}-{self.starts}.log").open("wb")
+        return OUTPUT_DIR / f"{self.name}-{what}-{self.starts}.log"
+
+    def log(self, what: str) -> Any:
+        return self.log_path(what).open("wb")
 
     def start_redis(self) -> None:
         # No snapshot, no append-only file: a restart loses everything, the worst case.
@@ -103,11 +108,28 @@ class ProcessStack:
         return worker
 
     def start_web(self) -> None:
-        self.web = subprocess.Popen(
-            [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(self.web_port), "coaching_site.asgi:application"],
-            env=self.env, cwd=ROOT, stdout=self.log("web"), stderr=subprocess.STDOUT,
+        self.web = self.serve_on(self.web_port)
+
+    def start_standby_web(self) -> tuple[subprocess.Popen[bytes], int]:
+        """A second Daphne on a port of its own, serving beside the first, as a deployment runs
+        more than one: a test that kills the first moves its clients to this one at once, where
+        a restart would take seconds on a busy machine (Django's import, the crisis model)."""
+        port = free_port()
+        return self.serve_on(port), port
+
+    def fail_over(self, standby: tuple[subprocess.Popen[bytes], int]) -> None:
+        """From now on `web` and the clients' address are the standby's."""
+        self.web, self.web_port = standby
+
+    def serve_on(self, port: int) -> subprocess.Popen[bytes]:
+        log = self.log_path("web")
+        web = subprocess.Popen(
+            [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "coaching_site.asgi:application"],
+            env=self.env, cwd=ROOT, stdout=log.open("wb"), stderr=subprocess.STDOUT,
         )  # fmt: skip
-        wait_http(f"{self.live.http_url}/healthz")
+        self.webs.append(web)
+        wait_http(f"http://127.0.0.1:{port}/healthz", process=web, log=log)
+        return web
 
     def stop_web(self) -> None:
         assert self.web is not None
@@ -119,7 +141,7 @@ class ProcessStack:
             self.web.wait()
 
     def stop_all(self) -> None:
-        for proc in [*self.workers, self.web, self.redis_proc]:
+        for proc in [*self.workers, *self.webs, self.redis_proc]:
             if proc is None or proc.poll() is not None:
                 continue
             proc.terminate()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -46,10 +47,23 @@ OUTPUT_DIR = ROOT / "test-output"
 METRICS_TOKEN = "test-metrics-token-0123456789"
 
 
+# Ports for the servers the tests start, below Linux's ephemeral range (32768-60999), from which
+# every outgoing connection takes its local port: a port that bind(0) hands out is in that range,
+# and any client socket of either pytest run may take it in the seconds before the server meant for
+# it binds (a worker is started and pinged first). Here only a server that asked for it takes it.
+SERVER_PORTS = range(20000, 32000)
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    for _ in range(200):
+        port = random.choice(SERVER_PORTS)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {SERVER_PORTS}")
 
 
 @dataclass
@@ -97,14 +111,29 @@ class LiveStack:
 STARTUP_TIMEOUT_S = 90.0
 
 
-def wait_http(url: str, timeout_s: float = STARTUP_TIMEOUT_S) -> None:
+def wait_http(
+    url: str,
+    timeout_s: float = STARTUP_TIMEOUT_S,
+    process: subprocess.Popen[bytes] | None = None,
+    log: Path | None = None,
+) -> None:
+    """Until the server answers 200; a `process` that exits first fails at once. Either failure
+    shows the end of its `log`: a server that never answered says why only there."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         with suppress(OSError), urllib.request.urlopen(url, timeout=1) as response:  # noqa: S310 (local server)
             if response.status == 200:
                 return
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"{url}: the server exited ({process.returncode}) before it answered{log_tail(log)}")
         time.sleep(0.2)
-    raise RuntimeError(f"{url} did not answer within {timeout_s} s")
+    raise RuntimeError(f"{url} did not answer within {timeout_s} s{log_tail(log)}")
+
+
+def log_tail(log: Path | None, chars: int = 3000) -> str:
+    if log is None or not log.exists():
+        return ""
+    return f"; the end of {log.name}:\n" + log.read_text(errors="replace")[-chars:]
 
 
 def wait_worker(env: dict[str, str], timeout_s: float = STARTUP_TIMEOUT_S) -> None:
