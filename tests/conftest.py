@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
@@ -19,6 +20,7 @@ from agents.models import Turn
 from agents.pipeline import runner
 from agents.roles import turn_setup
 from agents.turns import accept, dispatch, sessions
+from tests.support import engine
 from tests.support.config import point_agents_at, seed_defaults
 from tests.support.people import make_coachee
 from tests.support.stack import (
@@ -49,6 +51,19 @@ def pytest_configure(config: pytest.Config) -> None:
     # A run stopped with SIGTERM (scripts/test.sh stopping its background run) ends as on Ctrl-C:
     # the fixtures' finalizers stop the model server and the stacks they started.
     signal.signal(signal.SIGTERM, _interrupted)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # The real model server starts with the session when a test that needs it is selected: its
+    # start overlaps the tests before it (tests/support/engine.py).
+    if session.config.option.collectonly or os.environ.get("COACHING_TEST_VLLM_URL"):
+        return
+    if any("vllm_url" in getattr(item, "fixturenames", ()) for item in session.items):
+        engine.start_early()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    engine.stop_untaken()
 
 
 @pytest.fixture(autouse=True)

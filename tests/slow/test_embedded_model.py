@@ -1,6 +1,6 @@
 """The production engine, for real: vLLM's CPU build serving SmolLM2-135M (the embedded default).
 
-One server for the whole module (its start takes one to several minutes on two cores). What is
+One server for the whole module, started with the session (tests/support/engine.py). What is
 asserted here was never checked against the simulator alone: the tokenize route, prefix-cache
 hits read from vLLM's own /metrics, priority scheduling putting Coach first, and whole turns over
 the real stack with every JSON agent's output validated.
@@ -12,8 +12,6 @@ import asyncio
 import json
 import os
 import re
-import signal
-import subprocess
 import time
 import urllib.request
 from collections import Counter
@@ -35,10 +33,11 @@ from agents.roles.schemas import OUTPUT_SCHEMAS
 from agents.safety import quality
 from agents.turns import finish
 from agents.turns.sessions import session_start
+from tests.support import engine
 from tests.support.config import point_agents_at, seed_defaults
 from tests.support.people import make_coachee
 from tests.support.schemas import compact, longest_example
-from tests.support.stack import OUTPUT_DIR, ROOT, ChatClient, LiveStack, free_port, login_cookie, stop_stack
+from tests.support.stack import OUTPUT_DIR, ChatClient, LiveStack, login_cookie, stop_stack
 
 pytestmark = [
     pytest.mark.slow,
@@ -49,51 +48,22 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),
 ]
 
-# Set by `make test` (scripts/lib.sh ensure_engine); COACHING_TEST_VLLM_URL reuses a server that
-# is already running (while working on these tests: a start costs minutes).
-ENGINE_HELP = "the real-model tests need the engine installed: run them through `make test`"
-START_TIMEOUT_S = 900
-
 
 @pytest.fixture(scope="module")
 def vllm_url() -> Iterator[str]:
+    """COACHING_TEST_VLLM_URL reuses a server that is already running (while working on these
+    tests: a start costs minutes); else the one tests/conftest.py started with the session."""
     running = os.environ.get("COACHING_TEST_VLLM_URL")
     if running:
         yield running.rstrip("/")
         return
-    if not os.environ.get("COACHING_ENGINE_PYTHON") or not os.environ.get("COACHING_ENGINE_MODEL"):
-        pytest.fail(ENGINE_HELP)
-    port = free_port()
-    command = embedded.server_command(
-        engine_python=os.environ["COACHING_ENGINE_PYTHON"],
-        model_dir=os.environ["COACHING_ENGINE_MODEL"],
-        port=port,
-        cache_dir=os.environ["COACHING_CACHE_DIR"],
-    )
-    OUTPUT_DIR.mkdir(exist_ok=True)
-    log_path = OUTPUT_DIR / "vllm.log"
-    with log_path.open("wb") as log:
-        # Its own process group: vLLM's engine core and worker are children that must stop too.
-        proc = subprocess.Popen(
-            command.argv,
-            env={**os.environ, **command.env},
-            cwd=ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    url = f"http://127.0.0.1:{port}"
+    if not engine.installed():
+        pytest.fail(engine.ENGINE_HELP)
+    server = engine.take()
     try:
-        took = embedded.wait_ready(url, log_path, timeout_s=START_TIMEOUT_S, every_s=30)
-        print(f"vLLM ready after {took:.0f} s")
-        yield url
+        yield server.ready()
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        server.stop()
 
 
 def metric(url: str, name: str) -> float:
