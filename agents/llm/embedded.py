@@ -23,6 +23,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -200,12 +201,17 @@ def is_ready(url: str) -> bool:
         return False
 
 
-def wait_ready(url: str, log: Path, *, timeout_s: float, every_s: float = 15.0, alive: bool = True) -> float:
+def wait_ready(
+    url: str, log: Path, *, timeout_s: float, every_s: float = 15.0, alive: Callable[[], bool] | None = None
+) -> float:
     """Block until the server answers /health, printing its phase every `every_s` seconds.
-    Returns the seconds it took; raises TimeoutError past `timeout_s`."""
+    Returns the seconds it took; raises TimeoutError past `timeout_s`, and RuntimeError as soon
+    as `alive` (when given: the caller started the server) says it has exited."""
     started = time.monotonic()
     next_report = started + every_s
     while not is_ready(url):
+        if alive is not None and not alive():
+            raise RuntimeError(f"the model server exited before it was ready; see {log}")
         now = time.monotonic()
         if now - started > timeout_s:
             raise TimeoutError(f"the model server did not become ready within {timeout_s:.0f} s; see {log}")

@@ -25,7 +25,13 @@ class EngineServer:
 
     def ready(self) -> str:
         """The server's address once it answers; its warm-up phase is printed meanwhile."""
-        took = embedded.wait_ready(self.url, OUTPUT_DIR / "vllm.log", timeout_s=START_TIMEOUT_S, every_s=30)
+        took = embedded.wait_ready(
+            self.url,
+            OUTPUT_DIR / "vllm.log",
+            timeout_s=START_TIMEOUT_S,
+            every_s=30,
+            alive=lambda: self.proc.poll() is None,
+        )
         print(f"vLLM ready after {took:.0f} s more")
         return self.url
 

@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,9 +36,7 @@ from agents.turns.sessions import session_start
 from tests.support.config import endpoint_on
 from tests.support.people import make_coachee
 from tests.support.stack import ROOT as REPO_ROOT
-from tests.support.stack import (
-    stack_env,
-)
+from tests.support.stack import free_port, stack_env
 
 
 def test_a_limit_of_two_admits_two_then_waits_until_the_deadline(slots: None) -> None:
@@ -325,3 +324,14 @@ def test_the_embedded_vllm_endpoint_is_limited_to_what_the_server_batches() -> N
         str(embedded.MAX_NUM_SEQS)
         in embedded.server_command(engine_python="python", model_dir="m", port=1, cache_dir="c").argv
     )
+
+
+def test_waiting_for_the_embedded_server_ends_at_once_when_it_has_exited(tmp_path: Path) -> None:
+    """A model server that dies while it starts fails the wait at once, naming its log, rather
+    than after the start's timeout (minutes)."""
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="exited before it was ready"):
+        embedded.wait_ready(
+            f"http://127.0.0.1:{free_port()}", tmp_path / "vllm.log", timeout_s=600, alive=lambda: False
+        )
+    assert time.monotonic() - started < 60
