@@ -14,13 +14,15 @@ Two models, their crisis probabilities averaged:
   rows ("I've been giving my things away", "quiero dormirme y no despertar").
 
 Trained from the files in agents/safety/data/ (training.tsv: short plain phrases; written_*.tsv:
-longer, varied chat messages with hard everyday negatives, one writer a file). Every decision is
+longer, varied chat messages with hard everyday negatives, one writer a file; blind_set_*.tsv:
+the spent blind sets, two or three writers a file). Every decision is
 explained by the n-grams that weighed most, the embedding's share in the wording model, and the
 meaning model's own probability.
 
 Fitted once per version of the training data (and of this code, scikit-learn and the encoder),
-then kept on disk outside the repo, keyed by that hash; embedding and training take a minute or
-two on two cores, loading the cached fit a few tens of milliseconds.
+then kept on disk outside the repo, keyed by that hash; embedding and training take about six
+minutes on two cores (the meaning model's SVM, fitted four times for its Platt scaling, is most
+of it), loading the cached fit a few tens of milliseconds.
 """
 
 from __future__ import annotations
@@ -532,7 +534,7 @@ def prepare() -> None:
     """Fit and cache the model before the app or the tests start (scripts/lib.sh), so no first
     message and no test pays for a fit."""
     if not _cache_path(training_digest()).exists():
-        print("fitting the crisis classifier for this training data (first time only: ~1-2 minutes)", flush=True)
+        print("fitting the crisis classifier for this training data (first time only: ~6 minutes)", flush=True)
     warm()
 
 

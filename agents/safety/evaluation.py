@@ -20,28 +20,12 @@ EVAL_DIR = Path(__file__).resolve().parents[2] / "tests" / "data"
 LANGUAGES = ("en", "ru", "de", "pt", "fr", "es")
 # Every set the detector is measured on, by name (scripts/crisis_eval.py --set NAME), each a file
 # pattern under EVAL_DIR; none may share a line with the training data (a test checks them all).
+# The blind sets of single messages (1, 3-19), all spent, are training data since 2026-12-07
+# (agents/safety/data/blind_set_*.tsv; docs/crisis-safety.md, "Training on the spent blind sets").
 SETS = {
     "evaluation": "crisis_eval_*.tsv",
     "holdout": "crisis_holdout.tsv",
-    "blind": "crisis_blind.tsv",
     "probe": "crisis_probe.tsv",
-    "blind3": "crisis_blind3.tsv",
-    "blind4": "crisis_blind4.tsv",
-    "blind5": "crisis_blind5.tsv",
-    "blind6": "crisis_blind6.tsv",  # first run 2026-12-06; see docs/crisis-safety.md
-    "blind7": "crisis_blind7.tsv",  # half long messages; first run 2026-12-06, decided two questions
-    "blind8": "crisis_blind8.tsv",  # helpers quoting, short blunt lines; first run 2026-12-06, decided one
-    "blind9": "crisis_blind9.tsv",  # as real chat; first run 2026-12-06, decided one
-    "blind10": "crisis_blind10.tsv",  # as real chat, one in three long; first run 2026-12-06, decided one
-    "blind11": "crisis_blind11.tsv",  # as real chat, helpers quoting, one in three long; decided batch 12
-    "blind12": "crisis_blind12.tsv",  # as real chat, one in four long, one in four short; decides batch 13
-    "blind13": "crisis_blind13.tsv",  # as real chat, a quarter of the crises told beside others; decides one rule
-    "blind14": "crisis_blind14.tsv",  # half long messages, the crisis said once in passing; decides one rule
-    "blind15": "crisis_blind15.tsv",  # as real chat, one in four long, one in four short; decided batch 14
-    "blind16": "crisis_blind16.tsv",  # as blind15; decides batch 14's second question
-    "blind17": "crisis_blind17.tsv",  # as real chat, one in four short and long; decided batch 15 (plans)
-    "blind18": "crisis_blind18.tsv",  # as blind17; decided batch 6 of the patterns (plans; not adopted)
-    "blind19": "crisis_blind19.tsv",  # as blind17; decided batch 7 of the patterns (self-harm; not adopted)
     "long": "crisis_long.tsv",  # development: long messages, written as training and not trained on
     "pieces": "crisis_pieces.tsv",  # development: batch 12's pieces (helpers, hard negatives), not trained on
     "plans": "crisis_plans.tsv",  # development: batch 15's concrete plans and look-alikes, not trained on

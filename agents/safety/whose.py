@@ -30,6 +30,11 @@ SOMEONE_ELSE_FILES = (
     classifier.TRAINING_DIR / "written_b10_someone_else.tsv",  # none: a helper; a crisis label: own
     Path(__file__).resolve().parent / "whose_data" / "written_b12.tsv",  # someone_else / own
 )
+# The writer's own crises: the classifier's training files as they were when the threshold below
+# was chosen. The spent blind sets the classifier trains on since 2026-12-07 are left out: with
+# their 4,000 crisis rows as "own", one's own crisis beside a friend's words read as someone
+# else's (Spanish 0.87, Russian 0.66; tests/unit/test_whose.py), and nothing was measured again.
+OWN_CRISIS_FILES = tuple(path for path in classifier.TRAINING_FILES if not path.name.startswith("blind_set_"))
 # Someone else's at this probability. Chosen on the training data alone, by 5-fold
 # cross-validation, as the lowest threshold where no own-crisis row was read as someone else's
 # (0.9 read 2 of 5,617, 0.95 none; 21 % of the helpers' rows there). On blind sets 3-12 (2,337
@@ -53,7 +58,7 @@ def training_rows() -> tuple[list[str], list[int]]:
                 continue
             texts.append(text)
             labels.append(1 if label in ("none", "someone_else") else 0)
-    _, crisis_labels, crisis_texts = classifier.read_training_data()
+    _, crisis_labels, crisis_texts = classifier.read_training_data(OWN_CRISIS_FILES)
     already = set(texts)  # batch 10's file is also the classifier's
     for label, text in zip(crisis_labels, crisis_texts, strict=True):
         if label in classifier.CATEGORIES and text not in already:
