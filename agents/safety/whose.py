@@ -9,8 +9,8 @@ mistake, so the threshold asks for near certainty.
 
 Character and word n-grams with a logistic regression, fitted in about a second when a process
 first needs it (no cache): helpers' messages (batches 10 and 12) against the writer's own crisis
-(every crisis row of the classifier's training data, and batches 10 and 12's own crises told
-beside other people).
+(every crisis row of the classifier's training files but the blind sets, see OWN_CRISIS_FILES,
+and batches 10 and 12's own crises told beside other people).
 """
 
 from __future__ import annotations
