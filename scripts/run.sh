@@ -34,10 +34,15 @@ trap cleanup EXIT INT TERM
 # Keep a process running: start it again when it exits, as a process supervisor would in
 # production (Celery's worker exits when Redis restarts under it, a kombu 5.7 issue).
 supervise() {  # name, log file, command...
-  local name="$1" log="$2"
+  local name="$1" log="$2" child=""
   shift 2
+  # Stopped itself (by cleanup, or by a `pkill -f scripts/run.sh`, which matches this subshell
+  # too): stop the process first, or it would outlive the run.
+  trap '[ -n "$child" ] && kill "$child" 2>/dev/null; exit 0' TERM INT
   while true; do
-    "$@" >>"$log" 2>&1 && status=0 || status=$?
+    "$@" >>"$log" 2>&1 &
+    child=$!
+    wait "$child" && status=0 || status=$?
     echo ">> $name exited (status $status); starting it again in 2 s" >>"$log"
     say "$name exited (status $status); starting it again in 2 s (log: $log)"
     sleep 2
