@@ -66,6 +66,19 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     engine.stop_untaken()
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None) -> Iterator[None]:
+    """pytest-django's, and then, before it drops the test database: close the connection of
+    the one thread that async tests' sync_to_async calls run on (asgiref's single-thread
+    executor). Left open, the drop fails ("accessed by other users"), whichever test used it
+    without the close_thread_connections fixture."""
+    yield
+    from asgiref.sync import SyncToAsync
+    from django.db import connections
+
+    SyncToAsync.single_thread_executor.submit(connections.close_all).result()
+
+
 @pytest.fixture(autouse=True)
 def _no_model_calls_by_default(settings: Any) -> None:
     # Unit tests cannot reach a model by accident; the simulator fixtures switch it on.
