@@ -63,7 +63,7 @@ def load_eval_set(directory: Path = EVAL_DIR, pattern: str = "crisis_eval_*.tsv"
     rows = []
     for path in sorted(directory.glob(pattern)):
         for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
+            if line.strip() and not line.startswith("#"):  # a header says where the set came from
                 lang, label, category, text = line.split("\t", 3)
                 rows.append(Row(lang, label, category, text))
     return rows
