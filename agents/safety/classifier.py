@@ -283,7 +283,8 @@ MEANING_GAMMA = 1.0
 # libsvm's kernel cache. At its default (200 MB) the fit on ~20,000 rows computed the same kernel
 # rows again and again: one SVM took 338 s, and 58 s with 2 GB, which holds them all (measured on
 # two cores; the same model: identical decisions, compared). Memory only while fitting, at
-# install: about 2 GB a fold, two folds side by side.
+# install: the cache grows to what the rows need, ~1.6 GB for 20,000 rows as float32, ~0.7 GB
+# for a fold (two folds side by side).
 SVM_CACHE_MB = 2048
 
 
