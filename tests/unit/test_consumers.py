@@ -14,6 +14,7 @@ from django.contrib.auth.models import AnonymousUser
 from agents.chat.consumers import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED
 from agents.models import AgentRun, CoachingSession, Message, RunStatus, Turn
 from agents.roles.schemas import SERVER_EVENTS
+from agents.safety import evaluation, pregate
 from agents.turns import accept, event_log
 from tests.support.sockets import canvases_queued, communicator, owned_session
 from tests.support.stack import stack_env
@@ -211,6 +212,9 @@ async def test_crisis_language_gets_resources_and_a_calm_reply_with_no_model(
     seeded_tx: None, no_pipeline: list[int]
 ) -> None:
     # no_pipeline points every agent at a port where nothing listens: no model can answer.
+    # The pre-gate loaded first, as Daphne does at startup (pregate.warm_at_startup): run alone,
+    # this test's message otherwise paid for loading the classifier and fitting whose.py (> 1 s).
+    await sync_to_async(pregate.warm)(evaluation.seeded_patterns())
     user, session = await owned_session()
     comm = communicator(user, session.pk)
     await comm.connect()
