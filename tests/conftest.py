@@ -12,7 +12,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from asgiref.sync import SyncToAsync
+from django.db import connections
 
+from agents.chat import db as chat_db
 from agents.chat import throttle
 from agents.llm import breaker, limits
 from agents.llm.simulator.server import SimulatorServer
@@ -68,15 +71,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup: None) -> Iterator[None]:
-    """pytest-django's, and then, before it drops the test database: close the connection of
-    the one thread that async tests' sync_to_async calls run on (asgiref's single-thread
-    executor). Left open, the drop fails ("accessed by other users"), whichever test used it
-    without the close_thread_connections fixture."""
+    """pytest-django's, and then, before it drops the test database: close the connections
+    other threads hold: the one thread async tests' sync_to_async calls run on (asgiref's
+    single-thread executor), and the app's database threads (agents.chat.db), which kept one
+    after some consumer tests. Left open, the drop fails ("accessed by other users")."""
     yield
-    from asgiref.sync import SyncToAsync
-    from django.db import connections
-
     SyncToAsync.single_thread_executor.submit(connections.close_all).result()
+    chat_db.close_thread_connections()
 
 
 @pytest.fixture(autouse=True)
