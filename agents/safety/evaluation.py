@@ -30,8 +30,7 @@ SETS = {
     "pieces": "crisis_pieces.tsv",  # development: batch 12's pieces (helpers, hard negatives), not trained on
     "plans": "crisis_plans.tsv",  # development: batch 15's concrete plans and look-alikes, not trained on
     "coaching": "crisis_coaching_everyday.tsv",
-    "blind20": "crisis_blind20.tsv",  # decided training batch 16 (docs/crisis-safety.md); misses never read
-    "blind21": "crisis_blind21.tsv",  # decides training batch 17 (docs/crisis-safety.md); misses never read
+    "blind21": "crisis_blind21.tsv",  # decided training batch 17 (docs/crisis-safety.md); misses never read
 }
 
 
