@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from asgiref.sync import SyncToAsync
+from asgiref.sync import SyncToAsync, sync_to_async
 from django.db import connections
 
 from agents.chat import db as chat_db
@@ -202,12 +202,10 @@ def live_sim(sim: SimulatorServer, seeded_tx: None) -> Iterator[SimulatorServer]
 
 @pytest.fixture
 async def close_thread_connections() -> Any:
-    """Close the DB connection of the thread sync_to_async uses, so the test database
-    can be dropped at the end of the session."""
+    """Close the DB connection of the thread sync_to_async uses after the test: the next test
+    does not inherit it (the PostgreSQL restart test would leave it dead). django_db_setup
+    closes it once more before the test database is dropped."""
     yield
-    from asgiref.sync import sync_to_async
-    from django.db import connections
-
     await sync_to_async(connections.close_all)()
 
 
