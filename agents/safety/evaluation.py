@@ -31,7 +31,7 @@ SETS = {
     "plans": "crisis_plans.tsv",  # development: batch 15's concrete plans and look-alikes, not trained on
     "coaching": "crisis_coaching_everyday.tsv",
     "blind21": "crisis_blind21.tsv",  # decided training batch 17 (docs/crisis-safety.md); misses never read
-    "blind22": "crisis_blind22.tsv",  # decides training batch 18 (docs/crisis-safety.md); misses never read
+    "blind22": "crisis_blind22.tsv",  # decided training batch 18 (docs/crisis-safety.md); misses never read
 }
 
 
