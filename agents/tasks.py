@@ -75,9 +75,17 @@ def prune_raw_outputs_task() -> dict[str, Any]:
 # --- Memory: summaries between and inside sessions --------------------------------------
 
 
-@shared_task(name=dispatch.SUMMARY_WRITE, acks_late=True, soft_time_limit=900, time_limit=960)
+@shared_task(
+    name=dispatch.SUMMARY_WRITE,
+    acks_late=True,
+    soft_time_limit=summaries.SUMMARY_TIME_LIMIT_S - 60,
+    time_limit=summaries.SUMMARY_TIME_LIMIT_S,
+)
 def summary_write_task(session_id: int, scope: str, until_seq: int | None) -> dict[str, Any]:
-    summary = compaction.summary_write(session_id=session_id, scope=scope, until_seq=until_seq)
+    try:
+        summary = compaction.summary_write(session_id=session_id, scope=scope, until_seq=until_seq)
+    finally:
+        summaries.summary_lease_release(session_id=session_id, scope=scope)
     return {
         "session_id": session_id,
         "scope": scope,

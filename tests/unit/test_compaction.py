@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from agents import tasks
 from agents.llm.simulator.server import SimulatorServer
 from agents.memory import blackboard, compaction
 from agents.memory.context import build_shared_context
@@ -250,6 +251,72 @@ def test_a_long_session_is_compacted_inside_under_the_same_check(
     assert covered
     assert all(f"[message {m.id} " not in later.text for m in covered)
     assert later.dropped["history_summary_until_seq"] == until
+
+
+def test_one_in_session_summary_is_written_at_a_time_and_each_part_is_tried_once(
+    simulated: SimulatorServer, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
+) -> None:
+    queued: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(dispatch, "summary_write_queue", lambda *args: queued.append(args))
+    user = make_coachee()
+    session = sessions.session_start(user_id=user.pk)
+
+    def say(count: int, tag: str) -> None:
+        for i in range(count):
+            seq = event_log.next_seq(session.pk)
+            Message.objects.create(session=session, seq=seq, role=Role.USER, text=f"{tag}-{i} " + "story " * 150)
+
+    def next_turn(client_id: str) -> Any:
+        accepted = accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id=client_id, text="And now?")
+        with django_capture_on_commit_callbacks(execute=True):
+            return runner.turn_shared_context(runner.load_turn(accepted.turn_id))
+
+    say(20, "OLD")
+    assert next_turn("a").dropped["history_messages"] > 0
+    assert len(queued) == 1
+    _, _, until = queued[0]
+
+    # The summary is still being written: the next turns' prefixes drop history too, and queue nothing.
+    next_turn("b")
+    next_turn("c")
+    assert len(queued) == 1
+
+    # It ended without a verified summary: that part is not tried again at the next turn...
+    summaries.summary_lease_release(session_id=session.pk, scope=SummaryScope.IN_SESSION)
+    SessionSummary.objects.create(
+        session=session,
+        scope=SummaryScope.IN_SESSION,
+        covers_until_seq=until,
+        strategy="abstractive",
+        status=SummaryStatus.FLAGGED,
+    )
+    next_turn("d")
+    assert len(queued) == 1
+
+    # ...but once the history has moved past it, the newer part is.
+    say(20, "NEW")
+    shared = next_turn("e")
+    assert shared.dropped["oldest_kept_seq"] > until
+    assert len(queued) == 2
+    assert queued[1][:2] == (session.pk, SummaryScope.IN_SESSION)
+    assert queued[1][2] > until
+
+
+def test_the_summary_task_releases_its_lease_however_it_ends(
+    simulated: SimulatorServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    released: list[tuple[int, str]] = []
+    monkeypatch.setattr(
+        summaries, "summary_lease_release", lambda *, session_id, scope: released.append((session_id, scope))
+    )
+
+    def fails(**kwargs: Any) -> None:
+        raise RuntimeError("the summarizer crashed")
+
+    monkeypatch.setattr(compaction, "summary_write", fails)
+    with pytest.raises(RuntimeError):
+        tasks.summary_write_task(41, SummaryScope.IN_SESSION, 7)
+    assert released == [(41, SummaryScope.IN_SESSION)]
 
 
 def test_the_summarizer_prompt_stays_within_its_budget(
