@@ -38,6 +38,9 @@ from agents.prompts import PLACEHOLDERS, placeholders_in
 class PromptVersionAdmin(AuditedAdmin):
     list_display = ["title", "status_badge", "created", "activated", "coachee_feedback", "links"]
     list_display_links = ["title"]
+    # Explicit: the feedback counts (get_queryset) make it a GROUP BY query, where Django drops
+    # Meta.ordering, and the autocomplete view paginates it unordered.
+    ordering = ["agent", "-version"]
     list_filter = ["agent", "status"]
     list_select_related = ["created_by", "activated_by"]
     search_fields = ["body"]
