@@ -3,6 +3,7 @@ end, and again for a session whose summary task was lost. Queued by name through
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import Any
 
@@ -20,6 +21,8 @@ from agents.models import (
     Turn,
 )
 from agents.turns import dispatch
+
+logger = logging.getLogger(__name__)
 
 
 def history_needs_compaction(dropped: dict[str, Any]) -> bool:
@@ -52,8 +55,15 @@ def in_session_compaction_schedule(*, turn: Turn) -> None:
     session_id = turn.session_id
 
     def enqueue() -> None:
-        if cache.add(_lease_key(session_id, SummaryScope.IN_SESSION), until, timeout=SUMMARY_TIME_LIMIT_S):
+        if not cache.add(_lease_key(session_id, SummaryScope.IN_SESSION), until, timeout=SUMMARY_TIME_LIMIT_S):
+            return
+        try:
             dispatch.summary_write_queue(session_id, SummaryScope.IN_SESSION, until)
+        except Exception:
+            # Not queued (the broker refused it): no task will release the lease, and a later turn
+            # tries again. Never raised: this runs on Coach's path, which a summary must not stop.
+            logger.exception("could not queue the in-session summary of session %s", session_id)
+            summary_lease_release(session_id=session_id, scope=SummaryScope.IN_SESSION)
 
     transaction.on_commit(enqueue)
 

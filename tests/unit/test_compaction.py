@@ -302,6 +302,32 @@ def test_one_in_session_summary_is_written_at_a_time_and_each_part_is_tried_once
     assert queued[1][2] > until
 
 
+def test_a_summary_the_broker_refused_leaves_no_lease_behind(
+    simulated: SimulatorServer, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
+) -> None:
+    queued: list[tuple[Any, ...]] = []
+
+    def refused(*args: Any) -> None:
+        raise ConnectionError("the broker is down")
+
+    monkeypatch.setattr(dispatch, "summary_write_queue", refused)
+    user = make_coachee()
+    session = sessions.session_start(user_id=user.pk)
+    for i in range(20):
+        seq = event_log.next_seq(session.pk)
+        Message.objects.create(session=session, seq=seq, role=Role.USER, text=f"OLD-{i} " + "story " * 150)
+
+    def next_turn(client_id: str) -> None:
+        accepted = accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id=client_id, text="And now?")
+        with django_capture_on_commit_callbacks(execute=True):
+            runner.turn_shared_context(runner.load_turn(accepted.turn_id))
+
+    next_turn("a")  # logged, not raised: it runs on Coach's path
+    monkeypatch.setattr(dispatch, "summary_write_queue", lambda *args: queued.append(args))
+    next_turn("b")
+    assert len(queued) == 1
+
+
 def test_the_summary_task_releases_its_lease_however_it_ends(
     simulated: SimulatorServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
