@@ -12,7 +12,7 @@ from django.utils import timezone
 from agents import tasks
 from agents.llm.simulator.server import SimulatorServer
 from agents.memory import blackboard, compaction
-from agents.memory.context import build_shared_context
+from agents.memory.context import SharedContext, build_shared_context
 from agents.models import (
     Agent,
     AgentRun,
@@ -44,6 +44,14 @@ BIG_BUDGET = 100_000
 @pytest.fixture(autouse=True)
 def _no_canvas(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(dispatch, "turn_pipeline_start", lambda turn_id: None)
+
+
+@pytest.fixture
+def queued(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
+    """The summaries queued (session id, scope, until seq) instead of sent to the broker."""
+    calls: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(dispatch, "summary_write_queue", lambda *args: calls.append(args))
+    return calls
 
 
 @pytest.fixture
@@ -182,10 +190,8 @@ def test_hidden_memory_items_are_not_asked_about(simulated: SimulatorServer) -> 
 
 
 def test_ending_a_session_queues_its_summary(
-    simulated: SimulatorServer, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
+    simulated: SimulatorServer, queued: list[tuple[Any, ...]], django_capture_on_commit_callbacks: Any
 ) -> None:
-    queued: list[tuple[Any, ...]] = []
-    monkeypatch.setattr(dispatch, "summary_write_queue", lambda *args: queued.append(args))
     user = make_coachee()
     session = sessions.session_start(user_id=user.pk)
     with django_capture_on_commit_callbacks(execute=True):
@@ -194,10 +200,8 @@ def test_ending_a_session_queues_its_summary(
 
 
 def test_idle_sessions_are_ended_and_summarised(
-    simulated: SimulatorServer, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
+    simulated: SimulatorServer, queued: list[tuple[Any, ...]], django_capture_on_commit_callbacks: Any
 ) -> None:
-    queued: list[tuple[Any, ...]] = []
-    monkeypatch.setattr(dispatch, "summary_write_queue", lambda *args: queued.append(args))
     idle_user, busy_user = make_coachee("idle"), make_coachee("busy")
     idle = sessions.session_start(user_id=idle_user.pk)
     busy = sessions.session_start(user_id=busy_user.pk)
@@ -215,18 +219,11 @@ def test_idle_sessions_are_ended_and_summarised(
 
 
 def test_a_long_session_is_compacted_inside_under_the_same_check(
-    simulated: SimulatorServer, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any, settings: Any
+    simulated: SimulatorServer, queued: list[tuple[Any, ...]], django_capture_on_commit_callbacks: Any
 ) -> None:
-    queued: list[tuple[Any, ...]] = []
-    monkeypatch.setattr(dispatch, "summary_write_queue", lambda *args: queued.append(args))
     user = make_coachee()
     session = sessions.session_start(user_id=user.pk)
-    old = [
-        Message.objects.create(
-            session=session, seq=event_log.next_seq(session.pk), role=Role.USER, text=f"OLD-{i} " + "story " * 150
-        )
-        for i in range(20)
-    ]
+    old = long_history(session, 20, "OLD")
     accepted = accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id="x", text="And now?")
     turn = runner.load_turn(accepted.turn_id)
     with django_capture_on_commit_callbacks(execute=True):
@@ -253,32 +250,35 @@ def test_a_long_session_is_compacted_inside_under_the_same_check(
     assert later.dropped["history_summary_until_seq"] == until
 
 
+def long_history(session: CoachingSession, count: int, tag: str) -> list[Message]:
+    """`count` coachee messages too long for the prefix to keep them all."""
+    return [
+        Message.objects.create(
+            session=session, seq=event_log.next_seq(session.pk), role=Role.USER, text=f"{tag}-{i} " + "story " * 150
+        )
+        for i in range(count)
+    ]
+
+
+def prefix_of_a_new_turn(session: CoachingSession, client_id: str, capture: Any) -> SharedContext:
+    """Accept a message and build its turn's prefix, running what it queues on commit."""
+    accepted = accept.turn_accept(session_id=session.pk, user_id=session.coachee_id, client_id=client_id, text="Now?")
+    with capture(execute=True):
+        return runner.turn_shared_context(runner.load_turn(accepted.turn_id))
+
+
 def test_one_in_session_summary_is_written_at_a_time_and_each_part_is_tried_once(
-    simulated: SimulatorServer, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
+    simulated: SimulatorServer, queued: list[tuple[Any, ...]], django_capture_on_commit_callbacks: Any
 ) -> None:
-    queued: list[tuple[Any, ...]] = []
-    monkeypatch.setattr(dispatch, "summary_write_queue", lambda *args: queued.append(args))
-    user = make_coachee()
-    session = sessions.session_start(user_id=user.pk)
-
-    def say(count: int, tag: str) -> None:
-        for i in range(count):
-            seq = event_log.next_seq(session.pk)
-            Message.objects.create(session=session, seq=seq, role=Role.USER, text=f"{tag}-{i} " + "story " * 150)
-
-    def next_turn(client_id: str) -> Any:
-        accepted = accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id=client_id, text="And now?")
-        with django_capture_on_commit_callbacks(execute=True):
-            return runner.turn_shared_context(runner.load_turn(accepted.turn_id))
-
-    say(20, "OLD")
-    assert next_turn("a").dropped["history_messages"] > 0
+    session = sessions.session_start(user_id=make_coachee().pk)
+    long_history(session, 20, "OLD")
+    assert prefix_of_a_new_turn(session, "a", django_capture_on_commit_callbacks).dropped["history_messages"] > 0
     assert len(queued) == 1
     _, _, until = queued[0]
 
     # The summary is still being written: the next turns' prefixes drop history too, and queue nothing.
-    next_turn("b")
-    next_turn("c")
+    prefix_of_a_new_turn(session, "b", django_capture_on_commit_callbacks)
+    prefix_of_a_new_turn(session, "c", django_capture_on_commit_callbacks)
     assert len(queued) == 1
 
     # It ended without a verified summary: that part is not tried again at the next turn...
@@ -290,12 +290,12 @@ def test_one_in_session_summary_is_written_at_a_time_and_each_part_is_tried_once
         strategy="abstractive",
         status=SummaryStatus.FLAGGED,
     )
-    next_turn("d")
+    prefix_of_a_new_turn(session, "d", django_capture_on_commit_callbacks)
     assert len(queued) == 1
 
     # ...but once the history has moved past it, the newer part is.
-    say(20, "NEW")
-    shared = next_turn("e")
+    long_history(session, 20, "NEW")
+    shared = prefix_of_a_new_turn(session, "e", django_capture_on_commit_callbacks)
     assert shared.dropped["oldest_kept_seq"] > until
     assert len(queued) == 2
     assert queued[1][:2] == (session.pk, SummaryScope.IN_SESSION)
@@ -303,45 +303,43 @@ def test_one_in_session_summary_is_written_at_a_time_and_each_part_is_tried_once
 
 
 def test_a_summary_the_broker_refused_leaves_no_lease_behind(
-    simulated: SimulatorServer, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
+    simulated: SimulatorServer,
+    queued: list[tuple[Any, ...]],
+    monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Any,
 ) -> None:
-    queued: list[tuple[Any, ...]] = []
+    recorded = dispatch.summary_write_queue
 
     def refused(*args: Any) -> None:
         raise ConnectionError("the broker is down")
 
+    session = sessions.session_start(user_id=make_coachee().pk)
+    long_history(session, 20, "OLD")
     monkeypatch.setattr(dispatch, "summary_write_queue", refused)
-    user = make_coachee()
-    session = sessions.session_start(user_id=user.pk)
-    for i in range(20):
-        seq = event_log.next_seq(session.pk)
-        Message.objects.create(session=session, seq=seq, role=Role.USER, text=f"OLD-{i} " + "story " * 150)
-
-    def next_turn(client_id: str) -> None:
-        accepted = accept.turn_accept(session_id=session.pk, user_id=user.pk, client_id=client_id, text="And now?")
-        with django_capture_on_commit_callbacks(execute=True):
-            runner.turn_shared_context(runner.load_turn(accepted.turn_id))
-
-    next_turn("a")  # logged, not raised: it runs on Coach's path
-    monkeypatch.setattr(dispatch, "summary_write_queue", lambda *args: queued.append(args))
-    next_turn("b")
+    prefix_of_a_new_turn(session, "a", django_capture_on_commit_callbacks)  # logged, not raised: Coach's path
+    monkeypatch.setattr(dispatch, "summary_write_queue", recorded)
+    prefix_of_a_new_turn(session, "b", django_capture_on_commit_callbacks)
     assert len(queued) == 1
 
 
-def test_the_summary_task_releases_its_lease_however_it_ends(
-    simulated: SimulatorServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.parametrize("ending", ["written", "crashed"])
+def test_the_summary_task_releases_its_lease_however_it_ends(monkeypatch: pytest.MonkeyPatch, ending: str) -> None:
     released: list[tuple[int, str]] = []
     monkeypatch.setattr(
         summaries, "summary_lease_release", lambda *, session_id, scope: released.append((session_id, scope))
     )
 
-    def fails(**kwargs: Any) -> None:
-        raise RuntimeError("the summarizer crashed")
+    def summary_write(**kwargs: Any) -> None:
+        if ending == "crashed":
+            raise RuntimeError("the summarizer crashed")
+        return None  # nothing to summarise
 
-    monkeypatch.setattr(compaction, "summary_write", fails)
-    with pytest.raises(RuntimeError):
-        tasks.summary_write_task(41, SummaryScope.IN_SESSION, 7)
+    monkeypatch.setattr(compaction, "summary_write", summary_write)
+    if ending == "crashed":
+        with pytest.raises(RuntimeError):
+            tasks.summary_write_task(41, SummaryScope.IN_SESSION, 7)
+    else:
+        assert tasks.summary_write_task(41, SummaryScope.IN_SESSION, 7)["status"] == "nothing to summarise"
     assert released == [(41, SummaryScope.IN_SESSION)]
 
 
@@ -407,10 +405,8 @@ def test_repeated_commitments_are_asked_about_once_and_the_number_asked_is_cappe
 
 
 def test_recently_ended_sessions_without_a_summary_are_queued_again(
-    monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
+    queued: list[tuple[Any, ...]], django_capture_on_commit_callbacks: Any
 ) -> None:
-    queued: list[tuple[Any, ...]] = []
-    monkeypatch.setattr(dispatch, "summary_write_queue", lambda *args: queued.append(args))
     user = make_coachee()
     lost, old, done, empty = (sessions.session_start(user_id=user.pk) for _ in range(4))
     for session in (lost, old, done):
