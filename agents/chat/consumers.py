@@ -19,7 +19,8 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from pydantic import TypeAdapter, ValidationError
 
-from agents.chat.coach import coach_accept, coach_run, pipeline_start
+from agents.chat.coach import coach_accept
+from agents.chat.coach_stream import coach_run, pipeline_start
 from agents.chat.db import db_call
 from agents.observability import metrics
 from agents.roles.schemas import UNSTORABLE_TEXT, InboundFrame, PingFrame, ResumeFrame, StopFrame, UserMessageFrame

@@ -88,7 +88,7 @@ class StreamState:
     first_token_at: float | None = None
     chunks: int = 0
     # Set once the server has answered the request's headers: it has the request and is
-    # preparing the reply (chat.coach.request_out waits for it).
+    # preparing the reply (chat.coach_stream.request_out waits for it).
     answered: asyncio.Event = field(default_factory=asyncio.Event)
 
 

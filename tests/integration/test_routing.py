@@ -144,7 +144,7 @@ async def test_coach_failing_after_its_first_token_shows_an_error_with_retry_not
 ) -> None:
     await sync_to_async(coach_backup_on)(sim_b)
     # Slow enough that the first words are relayed (once there are enough for the live check,
-    # coach.LIVE_CHECK_FIRST_WORDS; the simulator's tokens are words and periods) before the
+    # coach_stream.LIVE_CHECK_FIRST_WORDS; the simulator's tokens are words and periods) before the
     # server drops the stream after its twelfth token.
     sim.configure(agents={"coach": {"fault": "drop", "drop_after_tokens": 12, "output_tokens": 30, "tokens_per_s": 15}})
     client = await start_turn(two_worker_stack, "dropped-1", "I want to start running again.")

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from agents.chat import coach
+from agents.chat import coach, coach_stream
 from agents.llm.client import EndpointSpec, StreamState
 from agents.memory.context import SharedContext
 from agents.models import MessageStatus, Turn
@@ -77,10 +77,10 @@ def relay(call: coach.CoachCall, stream: Stream, monkeypatch: pytest.MonkeyPatch
     # No database here: snapshots (every COACHING_COACH_SNAPSHOT_S) are turned off by the tests.
     quality.warm()  # as the ASGI process does at its start
     layer = RecordingLayer()
-    monkeypatch.setattr(coach, "get_channel_layer", lambda: layer)
-    monkeypatch.setattr(coach, "coach_end", lambda **kwargs: None)
+    monkeypatch.setattr(coach_stream, "get_channel_layer", lambda: layer)
+    monkeypatch.setattr(coach_stream, "coach_end", lambda **kwargs: None)
     started = time.monotonic()
-    asyncio.run(coach.coach_relay(call, StreamState(), stream.pieces(), started=started))
+    asyncio.run(coach_stream.coach_relay(call, StreamState(), stream.pieces(), started=started))
     return layer, started
 
 
@@ -104,7 +104,7 @@ def test_the_first_words_wait_until_there_are_enough_to_judge(monkeypatch: pytes
     layer, _ = relay(a_call(), stream, monkeypatch)
 
     first = layer.sent[0][1]["text"]
-    assert len(first.split()) == coach.LIVE_CHECK_FIRST_WORDS
+    assert len(first.split()) == coach_stream.LIVE_CHECK_FIRST_WORDS
     assert "".join(event["text"] for _, event in layer.sent) == FIRST
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agents.chat import coach
+from agents.chat import coach, coach_stream
 from agents.llm.client import EndpointSpec, StreamState
 from agents.llm.errors import LLMCircuitOpen, LLMTransientError
 from agents.memory.context import SharedContext
@@ -79,18 +79,20 @@ def run_turn(
     stand-in; None: the real one)."""
     if model is not None:
         monkeypatch.setattr(coach.CoachCall, "stream", model)
-    monkeypatch.setattr(coach, "coach_record_start", lambda **kwargs: timeline.mark("run row written"))
+    monkeypatch.setattr(coach_stream, "coach_record_start", lambda **kwargs: timeline.mark("run row written"))
     monkeypatch.setattr(accept, "pipeline_start", lambda **kwargs: timeline.mark("canvas queued"))
     monkeypatch.setattr(accept, "turn_canvas_after_coach", lambda **kwargs: None)
 
     async def nothing(*args: Any, **kwargs: Any) -> None:
         return None
 
-    monkeypatch.setattr(coach, "degraded_notice_if_open", nothing)
-    monkeypatch.setattr(coach, "coach_relay", nothing)
+    monkeypatch.setattr(coach_stream, "degraded_notice_if_open", nothing)
+    monkeypatch.setattr(coach_stream, "coach_relay", nothing)
 
     async def both() -> None:
-        await asyncio.gather(coach.coach_run(call.turn_id, call), coach.pipeline_start(call.turn_id, call))
+        await asyncio.gather(
+            coach_stream.coach_run(call.turn_id, call), coach_stream.pipeline_start(call.turn_id, call)
+        )
 
     asyncio.run(both())
 
@@ -114,7 +116,7 @@ def test_a_server_that_does_not_answer_holds_them_back_no_longer_than_the_limit(
     at = timeline.at
     for write in ("run row written", "canvas queued"):
         waited = at[write] - at["request sent"]
-        assert coach.REQUEST_OUT_WAIT_S * 0.9 <= waited < coach.REQUEST_OUT_WAIT_S + 0.2, write
+        assert coach_stream.REQUEST_OUT_WAIT_S * 0.9 <= waited < coach_stream.REQUEST_OUT_WAIT_S + 0.2, write
 
 
 def test_a_stream_that_fails_before_any_server_answered_holds_nothing_back(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -123,7 +125,7 @@ def test_a_stream_that_fails_before_any_server_answered_holds_nothing_back(monke
 
     at = timeline.at
     for write in ("run row written", "canvas queued"):
-        assert at[write] - at["request sent"] < SERVER_ANSWERS_AFTER_S + coach.REQUEST_OUT_WAIT_S / 2, write
+        assert at[write] - at["request sent"] < SERVER_ANSWERS_AFTER_S + coach_stream.REQUEST_OUT_WAIT_S / 2, write
 
 
 def test_an_open_breaker_holds_nothing_back(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -132,5 +134,5 @@ def test_an_open_breaker_holds_nothing_back(monkeypatch: pytest.MonkeyPatch) -> 
     run_turn(monkeypatch, a_call(circuit_open=LLMCircuitOpen("sim is failing")), timeline)
 
     for write in ("run row written", "canvas queued"):
-        assert timeline.at[write] < coach.REQUEST_OUT_WAIT_S / 2, write
+        assert timeline.at[write] < coach_stream.REQUEST_OUT_WAIT_S / 2, write
     assert time.monotonic() - started < 5

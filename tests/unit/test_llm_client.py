@@ -212,7 +212,7 @@ async def test_chat_stream_yields_pieces_that_join_to_the_text(sim: SimulatorSer
 
 
 async def test_the_state_says_when_the_server_has_the_request_before_its_first_token(sim: SimulatorServer) -> None:
-    # Coach's other first writes wait for this (chat.coach.request_out), not for the first token.
+    # Coach's other first writes wait for this (chat.coach_stream.request_out), not for the first token.
     sim.configure(agents={AGENT: {"script": [REPLY], "ttft_ms": 1500, "tokens_per_s": 0}})
     state = StreamState()
     stream = chat_stream(spec_for(sim), MESSAGES, state, max_tokens=200, temperature=0.5, headers=HEADERS)
