@@ -29,7 +29,7 @@ from agents.models import (
 from agents.pipeline import reply_gate
 from agents.roles import turn_setup
 from agents.roles.schemas import OUTPUT_SCHEMAS
-from agents.safety import pregate, quality
+from agents.safety import quality, replies
 from agents.turns import finish
 from benchmarks.metrics import percentile
 from benchmarks.trial_turns import TurnRecord
@@ -88,9 +88,9 @@ def fixed_texts() -> dict[str, str]:
     fixed = {finish.FALLBACK_REPLY: "fallback"}
     fixed.update(dict.fromkeys(finish.FALLBACK_REPLIES.values(), "fallback"))
     fixed.update(dict.fromkeys(reply_gate.WITHDRAWN_NOTICES.values(), "withdrawn notice"))
-    fixed.update(dict.fromkeys(pregate.CRISIS_REPLIES.values(), "crisis reply"))
-    fixed.update(dict.fromkeys(pregate.ABUSE_REPLIES.values(), "crisis reply"))
-    fixed.update(dict.fromkeys(pregate.SOMEONE_ELSE_REPLIES.values(), "crisis reply"))
+    fixed.update(dict.fromkeys(replies.CRISIS_REPLIES.values(), "crisis reply"))
+    fixed.update(dict.fromkeys(replies.ABUSE_REPLIES.values(), "crisis reply"))
+    fixed.update(dict.fromkeys(replies.SOMEONE_ELSE_REPLIES.values(), "crisis reply"))
     return fixed
 
 

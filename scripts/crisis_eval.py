@@ -25,7 +25,7 @@ import django
 
 django.setup()
 
-from agents.safety import classifier, evaluation, pregate, reading  # noqa: E402
+from agents.safety import classifier, embedding, evaluation, pregate, reading  # noqa: E402
 
 Folds = list[tuple[Any, Any]]  # (training row indices, scored row indices) per fit
 MakeFolds = Callable[[list[str], list[str], list[str]], Folds]  # (languages, labels, files) -> folds
@@ -63,7 +63,7 @@ def out_of_fold_scores(make_folds: MakeFolds = row_folds) -> tuple[Any, Any, Any
         langs += file_langs
         labels += file_labels
         texts += file_texts
-    embeddings = classifier.embed(texts)
+    embeddings = embedding.embed(texts)
     crisis, distress = np.zeros(len(texts)), np.zeros(len(texts))
     category = np.empty(len(texts), dtype=object)
     folds = make_folds(langs, labels, files)

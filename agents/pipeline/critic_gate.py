@@ -11,7 +11,7 @@ from agents.models import Agent, Turn
 from agents.pipeline.runner import catalog_text, run_json_agent, stage_deadline
 from agents.roles.arbitration import MoveInfo
 from agents.roles.schemas import CriticOutput, SynthOutput
-from agents.safety import pregate
+from agents.safety.quality.unsafe import unsafe_content
 
 
 @dataclass
@@ -35,7 +35,7 @@ def critic_gate(
     or therapist) that works when the critic cannot. Fails closed."""
     blocked = list(brief["blocked_moves"])
     violations = [f"declared blocked move {key}" for key in synth.moves_used if key in blocked]
-    violations += [f"contains {kind.replace('_', ' ')} (safety check)" for kind in pregate.unsafe_content(synth.reply)]
+    violations += [f"contains {kind.replace('_', ' ')} (safety check)" for kind in unsafe_content(synth.reply)]
     result = run_json_agent(
         turn=turn,
         agent=Agent.CRITIC,

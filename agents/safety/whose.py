@@ -3,7 +3,7 @@ worried about them ("found a note in my brother's room that says goodbye, what d
 
 Read only after the pre-gate has fired. The card is shown either way: its numbers and the
 emergency advice are what a helper needs too, and a wrong reading must never cost a person in
-crisis the card. What it decides is the calm reply's wording (pregate.crisis_reply): a helper
+crisis the card. What it decides is the calm reply's wording (replies.crisis_reply): a helper
 is not answered as the person at risk. A person in crisis answered as a bystander is the worse
 mistake, so the threshold asks for near certainty.
 
@@ -24,7 +24,7 @@ import scipy.sparse
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 
-from agents.safety import classifier
+from agents.safety import classifier, segments
 
 SOMEONE_ELSE_FILES = (
     classifier.TRAINING_DIR / "written_b10_someone_else.tsv",  # none: a helper; a crisis label: own
@@ -44,7 +44,7 @@ OWN_CRISIS_FILES = tuple(path for path in classifier.TRAINING_FILES if not path.
 # fixed): 58.6 % of the helpers read as someone else's, and 4 crisis messages (0.17 %). On blind
 # sets 13 and 14, which nobody had looked at: 4 of the 433 crisis messages with the card (0.92 %),
 # 13 of the 23 helpers with it. Those writers get the reply that speaks to both
-# (pregate.SOMEONE_ELSE_REPLIES) and the same card.
+# (replies.SOMEONE_ELSE_REPLIES) and the same card.
 THRESHOLD = 0.95
 
 
@@ -97,7 +97,7 @@ def reader() -> Reader:
 
 def someone_else(text: str) -> float:
     """The probability that `text` tells someone else's crisis rather than the writer's own."""
-    return float(reader()([text[-classifier.MAX_CHARS :]])[0])
+    return float(reader()([text[-segments.MAX_CHARS :]])[0])
 
 
 def warm() -> None:

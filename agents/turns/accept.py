@@ -29,7 +29,7 @@ from agents.models import (
 )
 from agents.observability import metrics
 from agents.roles import turn_setup
-from agents.safety import pregate
+from agents.safety import pregate, replies
 from agents.turns import crisis, dispatch, event_log, finish
 
 logger = logging.getLogger(__name__)
@@ -160,7 +160,7 @@ def crisis_answer(*, turn: Turn, signal: pregate.CrisisSignal) -> None:
     )
     crisis.safety_notice_emit(turn=turn, level=signal.level, category=signal.category, someone_else=signal.someone_else)
     seq = event_log.next_seq(turn.session_id)
-    reply = pregate.crisis_reply(turn.session.locale, signal.category, someone_else=signal.someone_else)
+    reply = replies.crisis_reply(turn.session.locale, signal.category, someone_else=signal.someone_else)
     message = Message.objects.create(session_id=turn.session_id, seq=seq, role=Role.COACH, text=reply)
     turn.coach_message = message
     turn.coach_done_at = timezone.now()

@@ -20,7 +20,7 @@ from agents.models import (
     ResourceKind,
     Turn,
 )
-from agents.safety import pregate
+from agents.safety import replies
 from agents.turns import event_log
 
 logger = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ def safety_notice_emit(
             "category": category,
             "resources": crisis_resources_for(locale, category),
             "someone_else": someone_else,
-            **pregate.card_text(locale, level, someone_else=someone_else),
+            **replies.card_text(locale, level, someone_else=someone_else),
         },
     )
     if level == Escalation.CRISIS:

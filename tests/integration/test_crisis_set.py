@@ -24,7 +24,7 @@ from django.contrib.auth import get_user_model
 from agents.llm import breaker
 from agents.models import CoachingSession, Escalation, Message, Role, Turn, TurnStatus
 from agents.roles.schemas import SERVER_EVENTS
-from agents.safety import evaluation, pregate, reading
+from agents.safety import evaluation, pregate, reading, replies
 from agents.turns import crisis, sessions
 from tests.support.config import point_agents_at
 from tests.support.people import make_coachee
@@ -140,7 +140,7 @@ async def test_every_crisis_message_gets_the_card_within_a_second_with_the_model
             assert card["level"] == "crisis"
             assert card["resources"] == expected[row["lang"]], row
             assert card["resources"], row
-            assert reply["text"] == pregate.crisis_reply(row["lang"], someone_else=card["someone_else"])
+            assert reply["text"] == replies.crisis_reply(row["lang"], someone_else=card["someone_else"])
         timings.sort()
         print(
             f"\nresources card for {len(rows)} crisis messages, model endpoint down: "
@@ -154,10 +154,10 @@ async def test_every_crisis_message_gets_the_card_within_a_second_with_the_model
         assert len(turns) == len(rows)
         assert all(t.escalation == Escalation.CRISIS and t.flagged for t in turns)
         assert all(t.status == TurnStatus.DONE for t in turns), Counter(t.status for t in turns)
-        replies: Any = await sync_to_async(
+        coach_replies: Any = await sync_to_async(
             lambda: Counter(Message.objects.filter(turn_as_coach__in=turns, role=Role.COACH).values_list("text"))
         )()
-        assert sum(replies.values()) == len(rows)  # one fixed reply per turn, never two
+        assert sum(coach_replies.values()) == len(rows)  # one fixed reply per turn, never two
     finally:
         await sync_to_async(breaker.reset_all)()
 
@@ -199,9 +199,9 @@ async def test_evaluation_crisis_messages_get_the_card_in_their_language_within_
                 slow.append((row["text"], took))
             SERVER_EVENTS["safety.notice"].model_validate(card)
             assert not card["someone_else"], row  # each is the writer's own crisis
-            assert card["title"] == pregate.card_text(row["lang"], card["level"])["title"], row
+            assert card["title"] == replies.card_text(row["lang"], card["level"])["title"], row
             assert card["resources"], row
-            assert reply["text"] == pregate.crisis_reply(row["lang"], card["category"]), row
+            assert reply["text"] == replies.crisis_reply(row["lang"], card["category"]), row
         timings.sort()
         print(
             f"\nresources card for {len(rows)} evaluation crisis messages ({len(evaluation.LANGUAGES)} languages), "

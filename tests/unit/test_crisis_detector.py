@@ -19,7 +19,7 @@ import pytest
 
 from agents.models import CrisisPattern, Escalation, Message, Role, Turn
 from agents.review.session import crisis_signal_text
-from agents.safety import classifier, evaluation, pregate, reading
+from agents.safety import classifier, evaluation, pregate, reading, replies, segments
 from agents.turns import accept, sessions
 from tests.support.crisis import OWN_CRISIS_BESIDE_SOMEONE_ELSE
 from tests.support.people import make_coachee
@@ -193,10 +193,10 @@ def test_the_meaning_models_margin_is_the_svms_decision_function() -> None:
 def test_text_in_no_script_of_the_products_languages_is_not_scored() -> None:
     rng = random.Random(7)
     noise = "".join(chr(rng.randrange(0x20, 0xD7FF)) for _ in range(4000))
-    assert not classifier.readable(noise)
+    assert not segments.readable(noise)
     assert classifier.classify(noise) is None
-    assert classifier.readable("я больше не могу так жить 😔")
-    assert classifier.readable("Je n'en peux plus, vraiment.")
+    assert segments.readable("я больше не могу так жить 😔")
+    assert segments.readable("Je n'en peux plus, vraiment.")
 
 
 def test_a_long_message_embeds_only_its_most_worrying_pieces(monkeypatch: Any) -> None:
@@ -219,13 +219,13 @@ def test_a_long_message_embeds_only_its_most_worrying_pieces(monkeypatch: Any) -
 def test_a_run_without_sentence_ends_is_read_in_windows_of_whole_words_overlapping_at_its_end() -> None:
     words = [f"word{i}" for i in range(300)]  # ~2,100 characters
     run = " ".join(words)
-    pieces = classifier.windows(run)
-    assert all(len(piece) <= classifier.RUN_WINDOW_CHARS for piece in pieces)
+    pieces = segments.windows(run)
+    assert all(len(piece) <= segments.RUN_WINDOW_CHARS for piece in pieces)
     assert all(piece.split()[0] in words and piece.split()[-1] in words for piece in pieces)  # no word cut
     assert pieces[0].startswith("word0 ")
     assert pieces[-1].endswith(" word299")
     assert set(words) == {word for piece in pieces for word in piece.split()}  # nothing skipped
-    tail = run[-classifier.RUN_OVERLAP_CHARS :]
+    tail = run[-segments.RUN_OVERLAP_CHARS :]
     early, late = [p for p in pieces if p not in tail], [p for p in pieces if p in tail]
     for before, after in itertools.pairwise(early):
         assert not set(before.split()) & set(after.split())  # the run's start is tiled
@@ -235,10 +235,10 @@ def test_a_run_without_sentence_ends_is_read_in_windows_of_whole_words_overlappi
     for first in range(words.index(late[0].split()[0]), len(words) - 8):
         phrase = " ".join(words[first : first + 8])
         assert any(phrase in piece for piece in pieces), phrase
-    assert classifier.windows("x" * 500) == ["x" * classifier.RUN_WINDOW_CHARS]
+    assert segments.windows("x" * 500) == ["x" * segments.RUN_WINDOW_CHARS]
     # Spacing as a phone or speech-to-text leaves it moves no window: the overlap is measured in
     # the words' own length, not in the whitespace between them.
-    assert classifier.windows("  ".join(words) + " \n ") == pieces
+    assert segments.windows("  ".join(words) + " \n ") == pieces
 
 
 def test_a_dictated_long_message_is_scored_by_the_window_that_holds_the_crisis() -> None:
@@ -362,7 +362,7 @@ def test_the_turn_records_the_pattern_that_fired(seeded: None) -> None:
     assert pattern.locale == "pt"
     reply = turn.coach_message
     assert reply is not None
-    assert reply.text == pregate.crisis_reply("pt")
+    assert reply.text == replies.crisis_reply("pt")
 
 
 def test_the_turn_records_the_classifier_when_no_pattern_fired(seeded: None) -> None:
@@ -390,7 +390,7 @@ def test_abuse_is_refer_with_abuse_lines_unless_danger_is_immediate(seeded: None
     assert turn.crisis_signal["category"] == "abuse"
     assert turn.escalation == Escalation.REFER
     assert turn.coach_message is not None
-    assert turn.coach_message.text == pregate.crisis_reply("de", "abuse")
+    assert turn.coach_message.text == replies.crisis_reply("de", "abuse")
     turn = _accept(user, session, "er steht mit einem Messer vor der Tür und schreit, er bringt mich um", "c-2")
     assert turn.escalation == Escalation.CRISIS
 

@@ -11,7 +11,8 @@ from agents.models import Turn
 from agents.pipeline import steps
 from agents.pipeline.critic_gate import GateVerdict
 from agents.roles.schemas import SynthOutput
-from agents.safety import pregate
+from agents.safety import replies
+from agents.safety.quality import unsafe
 from agents.turns import finish
 from tests.support.turns import CLEAN_CRITIC, gate, synth_messages, synth_script
 
@@ -63,20 +64,20 @@ SAFE = [
     "Я человек простой, как и вы, люблю планировать неделю.",
     "That deadline sounds like it is killing your evenings. What could you drop?",
     finish.FALLBACK_REPLY,
-    *pregate.CRISIS_REPLIES.values(),
-    *pregate.ABUSE_REPLIES.values(),
-    *pregate.SOMEONE_ELSE_REPLIES.values(),
+    *replies.CRISIS_REPLIES.values(),
+    *replies.ABUSE_REPLIES.values(),
+    *replies.SOMEONE_ELSE_REPLIES.values(),
 ]
 
 
 @pytest.mark.parametrize(("text", "kind"), UNSAFE)
 def test_unsafe_content_is_recognised(text: str, kind: str) -> None:
-    assert kind in pregate.unsafe_content(text)
+    assert kind in unsafe.unsafe_content(text)
 
 
 @pytest.mark.parametrize("text", SAFE)
 def test_ordinary_coaching_replies_and_the_fixed_replies_are_clean(text: str) -> None:
-    assert pregate.unsafe_content(text) == []
+    assert unsafe.unsafe_content(text) == []
 
 
 def test_the_gate_fails_unsafe_text_even_when_the_critic_approves(turn: Turn, sim: SimulatorServer) -> None:

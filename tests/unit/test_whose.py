@@ -13,7 +13,7 @@ from agents.models import Escalation, Turn
 from agents.pipeline.brief import arbitration_for
 from agents.review.session import crisis_signal_text
 from agents.roles.arbitration import CRISIS_INSTRUCTION, HELPER_CRISIS_INSTRUCTION
-from agents.safety import evaluation, pregate, whose
+from agents.safety import evaluation, pregate, replies, whose
 from agents.turns import accept, sessions
 from tests.support.crisis import OWN_CRISIS_BESIDE_SOMEONE_ELSE
 from tests.support.people import make_coachee
@@ -53,7 +53,7 @@ def test_a_helper_gets_the_card_and_a_reply_to_a_helper(lang: str, text: str) ->
     assert signal is not None  # the card, with its numbers, as for the person at risk
     assert signal.someone_else
     assert signal.record()["someone_else"] is True
-    assert pregate.crisis_reply(lang, signal.category, someone_else=True) == pregate.SOMEONE_ELSE_REPLIES[lang]
+    assert replies.crisis_reply(lang, signal.category, someone_else=True) == replies.SOMEONE_ELSE_REPLIES[lang]
 
 
 @pytest.mark.parametrize("text", OWN_BESIDE_SOMEONE_ELSE)
@@ -77,13 +77,13 @@ def test_the_training_rows_are_unique_and_helpers_the_smaller_side() -> None:
 
 
 def test_the_helpers_reply_and_card_exist_in_every_language() -> None:
-    assert set(pregate.SOMEONE_ELSE_REPLIES) == set(pregate.CRISIS_REPLIES)
-    for lang, reply in pregate.SOMEONE_ELSE_REPLIES.items():
+    assert set(replies.SOMEONE_ELSE_REPLIES) == set(replies.CRISIS_REPLIES)
+    for lang, reply in replies.SOMEONE_ELSE_REPLIES.items():
         assert any(word in reply for word in ("AI", "IA", "KI", "ИИ")), lang
-        assert reply != pregate.CRISIS_REPLIES[lang]
-        title = pregate.card_text(lang, Escalation.CRISIS, someone_else=True)["title"]
-        assert title == pregate.CARD_TEXTS[lang]["someone_else"]
-    assert pregate.crisis_reply("xx", someone_else=True) == pregate.SOMEONE_ELSE_REPLIES["en"]
+        assert reply != replies.CRISIS_REPLIES[lang]
+        title = replies.card_text(lang, Escalation.CRISIS, someone_else=True)["title"]
+        assert title == replies.CARD_TEXTS[lang]["someone_else"]
+    assert replies.crisis_reply("xx", someone_else=True) == replies.SOMEONE_ELSE_REPLIES["en"]
 
 
 def _accept(locale: str, text: str) -> Turn:
@@ -100,7 +100,7 @@ def test_the_turn_records_whose_crisis_and_the_coach_reads_it(seeded: None) -> N
     assert turn.crisis_signal["someone_else"] is True
     assert turn.crisis_signal["someone_else_probability"] >= whose.THRESHOLD
     assert turn.coach_message is not None
-    assert turn.coach_message.text == pregate.SOMEONE_ELSE_REPLIES["de"]
+    assert turn.coach_message.text == replies.SOMEONE_ELSE_REPLIES["de"]
     assert "someone else's crisis" in crisis_signal_text(turn.crisis_signal)
     # Synth's brief (no agent answered here) speaks to the helper too.
     assert arbitration_for(turn, {}, {}).brief["instructions"][-1] == HELPER_CRISIS_INSTRUCTION
@@ -109,6 +109,6 @@ def test_the_turn_records_whose_crisis_and_the_coach_reads_it(seeded: None) -> N
     assert own.crisis_signal is not None
     assert own.crisis_signal["someone_else"] is False
     assert own.coach_message is not None
-    assert own.coach_message.text == pregate.CRISIS_REPLIES["de"]
+    assert own.coach_message.text == replies.CRISIS_REPLIES["de"]
     assert "someone else's crisis" not in crisis_signal_text(own.crisis_signal)
     assert arbitration_for(own, {}, {}).brief["instructions"][-1] == CRISIS_INSTRUCTION

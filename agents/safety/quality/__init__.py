@@ -19,8 +19,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agents.safety.pregate import unsafe_content
 from agents.safety.quality.lexicon import META_TALK, RISK_TOPICS, ROLE_CONFUSION
+from agents.safety.quality.unsafe import unsafe_content
 from agents.safety.reading import fold
 
 # Stable ids of the checks, with what each catches (shown to operators beside the counts).
