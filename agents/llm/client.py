@@ -21,6 +21,7 @@ import openai
 from django.conf import settings
 
 from agents.llm import breaker
+from agents.llm.control_tokens import neutralised_messages
 from agents.llm.errors import LLMError, LLMPermanentError, LLMRequestsDisabled, LLMTransientError
 from agents.llm.keys import api_key_env_problem
 from agents.llm.observed import observed_completion, observed_stream
@@ -170,7 +171,8 @@ def _request_kwargs(
 ) -> dict[str, Any]:
     return {
         "model": spec.model_id,
-        "messages": messages,
+        # The chat template's control tokens in a coachee's words stay words (control_tokens.py).
+        "messages": neutralised_messages(messages),
         "max_tokens": max_tokens,
         "temperature": temperature,
         "extra_body": dict(extra_body or {}),

@@ -32,6 +32,7 @@ from django.conf import settings
 from django.core.cache import cache
 
 from agents.llm.client import EndpointSpec
+from agents.llm.control_tokens import neutralised
 
 logger = logging.getLogger(__name__)
 
@@ -194,6 +195,8 @@ def _server_count(spec: EndpointSpec, text: str) -> int | None:
 
 def count_many(spec: EndpointSpec | None, texts: Sequence[str]) -> list[int]:
     """Token counts of several texts, from the caches where possible (one cache round trip)."""
+    # As the client sends them: a control token the client breaks apart costs several tokens, not one.
+    texts = [neutralised(text) for text in texts]
     if spec is None:
         return [estimate_tokens(t) for t in texts]
     counts: dict[int, int] = {}
