@@ -32,6 +32,7 @@ SETS = {
     "coaching": "crisis_coaching_everyday.tsv",
     "blind21": "crisis_blind21.tsv",  # decided training batch 17 (docs/crisis-safety.md); misses never read
     "blind22": "crisis_blind22.tsv",  # decided training batch 18 (docs/crisis-safety.md); misses never read
+    "blind23": "crisis_blind23.tsv",  # decides blind sets 21 and 22 as training data; misses never read
 }
 
 
