@@ -31,7 +31,7 @@ SETS = {
     "plans": "crisis_plans.tsv",  # development: batch 15's concrete plans and look-alikes, not trained on
     "coaching": "crisis_coaching_everyday.tsv",
     "blind23": "crisis_blind23.tsv",  # decided blind sets 21 and 22 as training (crisis-safety.md); misses never read
-    "blind24": "crisis_blind24.tsv",  # decides the pieces of long everyday messages; misses never read
+    "blind24": "crisis_blind24.tsv",  # decided the pieces of long everyday messages (not adopted); misses never read
 }
 
 
