@@ -29,7 +29,7 @@ _OPENING = re.compile(
 
 def neutralised(text: str) -> str:
     """`text` with every control-token opening broken by a space; unchanged when it has none."""
-    return _OPENING.sub(lambda opening: opening.group() + " ", text)
+    return _OPENING.sub(r"\g<0> ", text)
 
 
 def neutralised_messages(messages: list[dict[str, str]]) -> list[dict[str, str]]:
