@@ -20,7 +20,7 @@ EVAL_DIR = Path(__file__).resolve().parents[2] / "tests" / "data"
 LANGUAGES = ("en", "ru", "de", "pt", "fr", "es")
 # Every set the detector is measured on, by name (scripts/crisis_eval.py --set NAME), each a file
 # pattern under EVAL_DIR; none may share a line with the training data (a test checks them all).
-# The blind sets of single messages (1, 3-22), all spent, are training data since 2026-12-07
+# The blind sets of single messages (1, 3-24), all spent, are training data since 2026-12-07
 # (agents/safety/data/blind_set_*.tsv; docs/crisis-safety.md, "Training on the spent blind sets").
 SETS = {
     "evaluation": "crisis_eval_*.tsv",
@@ -30,9 +30,7 @@ SETS = {
     "pieces": "crisis_pieces.tsv",  # development: batch 12's pieces (helpers, hard negatives), not trained on
     "plans": "crisis_plans.tsv",  # development: batch 15's concrete plans and look-alikes, not trained on
     "coaching": "crisis_coaching_everyday.tsv",
-    "blind23": "crisis_blind23.tsv",  # decided blind sets 21 and 22 as training (crisis-safety.md); misses never read
-    "blind24": "crisis_blind24.tsv",  # decided the pieces of long everyday messages (not adopted); misses never read
-    "blind25": "crisis_blind25.tsv",  # decides blind sets 23 and 24 as training data; misses never read
+    "blind25": "crisis_blind25.tsv",  # decided blind sets 23 and 24 as training (crisis-safety.md); misses never read
 }
 
 

@@ -210,10 +210,15 @@ def test_a_long_message_embeds_only_its_most_worrying_pieces(monkeypatch: Any) -
     monkeypatch.setattr(classifier, "embed", counting)
     filler = "We talked about the quarterly plan and how I want to structure my mornings. " * 12
     crisis = "I have decided to end my life tonight, I have the pills ready. "
-    hit = classifier.classify(filler + crisis + filler)
+    score = classifier.detector().score(filler + crisis + filler)
     assert len(embedded) <= classifier.EMBED_CHUNKS
     assert any("end my life" in piece for piece in embedded)
-    assert hit is not None
+    # The crisis piece is the one that counts. Whether it reaches the card's bar alone is not what
+    # this asks: joined with the next, ordinary sentence (segments.PIECE_CHARS) it reads 0.80 on
+    # either side of the bar from one fit to the next (docs/crisis-safety.md, "Blind sets 23 and
+    # 24"); the patterns catch these words in any case.
+    assert "end my life" in score.piece
+    assert pregate.assess(filler + crisis + filler, evaluation.seeded_patterns()) is not None
 
 
 def test_a_run_without_sentence_ends_is_read_in_windows_of_whole_words_overlapping_at_its_end() -> None:
