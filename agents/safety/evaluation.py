@@ -31,7 +31,7 @@ SETS = {
     "plans": "crisis_plans.tsv",  # development: batch 15's concrete plans and look-alikes, not trained on
     "coaching": "crisis_coaching_everyday.tsv",
     "blind25": "crisis_blind25.tsv",  # decided blind sets 23 and 24 as training (crisis-safety.md); misses never read
-    "blind26": "crisis_blind26.tsv",  # decides reading a long message's piece sentence by sentence; misses never read
+    "blind26": "crisis_blind26.tsv",  # decided a long message's piece read by sentence (not adopted); misses never read
 }
 
 
