@@ -32,7 +32,7 @@ SETS = {
     "coaching": "crisis_coaching_everyday.tsv",
     "blind25": "crisis_blind25.tsv",  # decided blind sets 23 and 24 as training (crisis-safety.md); misses never read
     "blind26": "crisis_blind26.tsv",  # decided a long message's piece read by sentence (not adopted); misses never read
-    "blind27": "crisis_blind27.tsv",  # decides blind sets 25 and 26 as training data; misses never read
+    "blind27": "crisis_blind27.tsv",  # decided blind sets 25 and 26 as training (not adopted); misses never read
 }
 
 
