@@ -27,6 +27,10 @@ _OPENING = re.compile(
 )
 
 
+def carries_control_tokens(text: str) -> bool:
+    return _OPENING.search(text) is not None
+
+
 def neutralised(text: str) -> str:
     """`text` with every control-token opening broken by a space; unchanged when it has none."""
     return _OPENING.sub(r"\g<0> ", text)

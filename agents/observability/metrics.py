@@ -114,6 +114,10 @@ CRISIS_HITS = Counter(
     "Crisis pre-gate hits by detector layer (pattern, classifier), category and level.",
     ["layer", "category", "level"],
 )
+CONTROL_TOKENS = Counter(
+    "coaching_control_tokens",
+    "Coachee messages that carried chat-template control tokens (neutralised before any model read them).",
+)
 WS_OPEN = Gauge(
     "coaching_ws_connections_open",
     "Chat WebSockets accepted and not closed (all Daphne processes of the host).",
@@ -307,6 +311,11 @@ def quality_findings(*, surface: str, checks: Iterable[str], action: str) -> Non
         QUALITY_FINDINGS.labels(
             _one_of(surface, QUALITY_SURFACES), _code(check), _one_of(action, QUALITY_ACTIONS)
         ).inc()
+
+
+def control_tokens_carried() -> None:
+    if enabled():
+        CONTROL_TOKENS.inc()
 
 
 def crisis_hit(*, layer: str, category: str, level: str) -> None:

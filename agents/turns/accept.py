@@ -15,6 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents import selectors
+from agents.llm.control_tokens import carries_control_tokens
 from agents.models import (
     AgentConfig,
     CoachingSession,
@@ -33,6 +34,10 @@ from agents.safety import pregate, replies
 from agents.turns import crisis, dispatch, event_log, finish
 
 logger = logging.getLogger(__name__)
+
+
+# Why a turn whose message carried the chat template's control tokens is flagged for review.
+CONTROL_TOKENS_REASON = "the message carried chat-template control tokens (neutralised before any model read them)"
 
 
 class TurnRunningError(Exception):
@@ -103,13 +108,19 @@ def turn_accept(
         setup = turn_setup.setup_load()
         message = Message.objects.create(session=session, seq=seq, role=Role.USER, text=text, client_id=client_id)
         canvas_after_coach = coach_shares_a_single_slot(setup.configs)
+        # The models never see them as such (llm.control_tokens); the coach sees that they were sent.
+        probing = carries_control_tokens(text)
         turn = Turn.objects.create(
             session=session,
             user_message=message,
             deadline_at=timezone.now() + timedelta(seconds=settings.COACHING_TURN_DEADLINE_S),
             context_blackboard=selectors.latest_blackboard(coachee_id=user_id),
             canvas_after_coach=canvas_after_coach,
+            flagged=probing,
+            flag_reason=CONTROL_TOKENS_REASON if probing else "",
         )
+        if probing:
+            transaction.on_commit(metrics.control_tokens_carried)
         event = event_log.event_emit(
             session_id=session.pk,
             type="message.accepted",

@@ -1,18 +1,25 @@
 """A coachee's words cannot carry the chat template's control tokens to the model: every request's
-messages are neutralised (agents/llm/control_tokens.py). The real engine's side of it, that the
+messages are neutralised (agents/llm/control_tokens.py), and a message that carried them is
+flagged for the coach and counted for operators. The real engine's side of it, that the
 tokenizer then reads them as ordinary text, is tests/slow/test_embedded_model.py."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY, generate_latest
 
 from agents.llm.client import EndpointSpec, StreamState, chat_complete, chat_stream
 from agents.llm.control_tokens import neutralised, neutralised_messages
 from agents.llm.simulator.server import SimulatorServer
 from agents.llm.simulator.tokens import messages_sha
 from agents.memory.context import BRIEFING, fenced
+from agents.models import Turn
+from agents.turns import accept, dispatch, sessions
+from tests.support.metrics import parse, total
+from tests.support.people import make_coachee
 
 # Control tokens of the chat templates in common use, as their tokenizers spell them.
 CONTROL_TOKENS = [
@@ -115,3 +122,27 @@ async def test_coachs_streamed_request_carries_the_neutralised_words(sim: Simula
     assert [piece async for piece in stream]
     [call] = sim.calls(agent="tokens-stream")
     assert call["messages_sha"] == messages_sha(neutralised_messages(messages))
+
+
+@pytest.mark.usefixtures("seeded")
+def test_a_message_carrying_control_tokens_is_flagged_for_the_coach_and_counted(
+    monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
+) -> None:
+    monkeypatch.setattr(dispatch, "turn_pipeline_start", lambda turn_id: None)
+    session = sessions.session_start(user_id=make_coachee().pk)
+
+    def accepted(client_id: str, text: str) -> tuple[Turn, float]:
+        counted = total(parse(generate_latest(REGISTRY).decode()), "coaching_control_tokens_total")
+        with django_capture_on_commit_callbacks(execute=True):
+            result = accept.turn_accept(
+                session_id=session.pk, user_id=session.coachee_id, client_id=client_id, text=text
+            )
+        after = total(parse(generate_latest(REGISTRY).decode()), "coaching_control_tokens_total")
+        return Turn.objects.get(pk=result.turn_id), after - counted
+
+    turn, counted = accepted("c-1", "I skipped my run again this week. What would help me start?")
+    assert (turn.flagged, turn.flag_reason, counted) == (False, "", 0)
+
+    turn, counted = accepted("c-2", ESCAPE)
+    assert (turn.flagged, turn.flag_reason, counted) == (True, accept.CONTROL_TOKENS_REASON, 1)
+    assert turn.user_message.text == ESCAPE  # stored as written: the coach sees what was sent
