@@ -32,17 +32,13 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import logging
-import os
 import re
-import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import joblib
 import numpy as np
 import scipy.sparse
 import sklearn
@@ -52,11 +48,9 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import cross_val_predict
 from sklearn.svm import SVC
 
-from agents.safety import reading
+from agents.safety import model_cache, reading
 from agents.safety.embedding import embed
 from agents.safety.segments import CHUNK_CHARS, chunks, readable, sentences_of
-
-logger = logging.getLogger(__name__)
 
 TRAINING_DIR = Path(__file__).parent / "data"
 TRAINING_FILES = tuple(sorted(TRAINING_DIR.glob("*.tsv")))
@@ -359,11 +353,8 @@ class Detector:
         return float(self.fitted.distress.predict_proba(read[2])[:, 1].max()) if read is not None else 0.0
 
 
-def _cache_path(digest: str) -> Path:
-    root = os.environ.get("COACHING_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "coaching-chat"
-    )
-    return Path(root) / "crisis-model" / f"{digest}.joblib"
+# Where the fitted model is cached (agents/safety/fitted.py), by its training data's digest.
+CACHE_KIND = "crisis-model"
 
 
 def training_digest(paths: Sequence[Path] = TRAINING_FILES) -> str:
@@ -375,26 +366,11 @@ def training_digest(paths: Sequence[Path] = TRAINING_FILES) -> str:
 
 
 def load_or_train(paths: Sequence[Path] = TRAINING_FILES) -> Detector:
-    cache = _cache_path(training_digest(paths))
-    try:
-        fitted = joblib.load(cache)
-        if isinstance(fitted, Fitted):
-            return Detector(fitted)
-    except FileNotFoundError:
-        pass
-    except Exception:
-        logger.warning("crisis model cache %s unreadable; training again", cache, exc_info=True)
-    _, labels, texts = read_training_data(paths)
-    fitted = fit(texts, labels)
-    try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        # Written aside and renamed: a second process never loads a half-written file.
-        with tempfile.NamedTemporaryFile(dir=cache.parent, suffix=".tmp", delete=False) as handle:
-            joblib.dump(fitted, handle)
-        os.replace(handle.name, cache)
-    except OSError:
-        logger.warning("could not cache the crisis model at %s", cache, exc_info=True)
-    return Detector(fitted)
+    def fit_now() -> Fitted:
+        _, labels, texts = read_training_data(paths)
+        return fit(texts, labels)
+
+    return Detector(model_cache.load_or_fit(CACHE_KIND, training_digest(paths), Fitted, fit_now))
 
 
 _detector: Detector | None = None
@@ -421,7 +397,7 @@ def warm() -> None:
 def prepare() -> None:
     """Fit and cache the model before the app or the tests start (scripts/lib.sh), so no first
     message and no test pays for a fit."""
-    if not _cache_path(training_digest()).exists():
+    if not model_cache.cache_path(CACHE_KIND, training_digest()).exists():
         print("fitting the crisis classifier for this training data (first time only: ~4 minutes)", flush=True)
     warm()
 
