@@ -7,6 +7,8 @@ The evaluation set (tests/data/crisis_eval_*.tsv) is apart from the training set
 
 from __future__ import annotations
 
+import datetime
+import importlib.util
 import itertools
 import random
 import time
@@ -23,6 +25,8 @@ from agents.safety import classifier, evaluation, pregate, reading, replies, seg
 from agents.turns import accept, sessions
 from tests.support.crisis import OWN_CRISIS_BESIDE_SOMEONE_ELSE
 from tests.support.people import make_coachee
+
+SCRIPTS = Path(__file__).parents[2] / "scripts"
 
 pytestmark = pytest.mark.django_db
 
@@ -341,6 +345,34 @@ def test_the_fitted_model_is_cached_by_the_training_datas_hash(tmp_path: Path, m
     data.write_text(data.read_text(encoding="utf-8") + "en\tnone\tone more everyday line\n", encoding="utf-8")
     classifier.load_or_train([data])
     assert len(list((tmp_path / "crisis-model").glob("*.joblib"))) == 2
+
+
+def test_a_spent_blind_set_becomes_training_data_the_classifier_reads(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("crisis_spend", SCRIPTS / "crisis_spend.py")
+    assert spec is not None
+    assert spec.loader is not None
+    spend = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(spend)
+    blind = (
+        "# a blind set's own header\n"
+        "en\tcrisis\tideation\tI keep thinking everyone would be better off without me\n"
+        "ru\tcrisis\tplan\tя уже написал письма и раздал вещи\n"
+        "de\tcrisis\tmeans\twie viele von meinen Tabletten bräuchte man\n"
+        "fr\teveryday\tdistress\tje suis tellement fatiguée depuis le deuil\n"
+        "pt\teveryday\thelper\tminha amiga disse que quer sumir, como ajudo?\n"
+    )
+    lines = spend.training_lines(blind)
+    data = tmp_path / "blind_set_99.tsv"
+    head = spend.header(99, decided="a question", section="A section", today=datetime.date(2026, 12, 7))
+    data.write_text(head + "\n".join(lines) + "\n", encoding="utf-8")
+    langs, labels, texts = classifier.read_training_data([data])  # the header is read as comments
+    assert langs == ["en", "ru", "de", "fr", "pt"]
+    assert labels == ["suicide", "suicide", "means", "distress", "none"]
+    assert texts[1] == "я уже написал письма и раздал вещи"
+    with pytest.raises(ValueError, match="no training label"):
+        spend.training_label("crisis", "homicide")
+    with pytest.raises(ValueError, match="unknown verdict"):
+        spend.training_label("maybe", "ideation")
 
 
 # --- Accept: the layer that fired is recorded; bad input is stored, never an error ----------
