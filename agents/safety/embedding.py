@@ -5,6 +5,7 @@ Encoder, multilingual v3, as numpy weights inside the `fast-universal-sentence-e
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -50,6 +51,29 @@ def encoder() -> NumpyBackend:
     return _encoder
 
 
+# The last this many texts embedded, with their vectors: at accept the crisis classifier and the
+# steering detector read the same message (a short one is one piece for both), and the second
+# reading then costs a look-up instead of ~3 ms.
+RECENT = 256
+_recent: OrderedDict[str, np.ndarray] = OrderedDict()
+_recent_lock = threading.Lock()
+
+
 def embed(texts: Sequence[str]) -> np.ndarray:
     """(len(texts), 512) unit vectors, each text read as `reading.normalise` leaves it."""
-    return np.asarray(encoder().encode([reading.normalise(text) for text in texts]), dtype=np.float32)
+    normalised = [reading.normalise(text) for text in texts]
+    with _recent_lock:
+        known = {text: _recent[text] for text in normalised if text in _recent}
+    missing = list(dict.fromkeys(text for text in normalised if text not in known))
+    if missing:
+        computed = np.asarray(encoder().encode(missing), dtype=np.float32)
+        with _recent_lock:
+            for text, vector in zip(missing[-RECENT:], computed[-RECENT:], strict=True):
+                _recent[text] = vector.copy()  # not a view: the batch is freed
+                _recent.move_to_end(text)
+            while len(_recent) > RECENT:
+                _recent.popitem(last=False)
+        known.update(zip(missing, computed, strict=True))
+    if not normalised:
+        return np.zeros((0, 512), dtype=np.float32)
+    return np.stack([known[text] for text in normalised])
