@@ -15,11 +15,12 @@ from django.urls import re_path  # noqa: E402
 
 from agents.chat.ws_guard import CLOSE_NOT_FOUND, ExactOriginValidator, RefuseSocket  # noqa: E402
 from agents.routing import websocket_urlpatterns  # noqa: E402
-from agents.safety import quality  # noqa: E402
+from agents.safety import quality, steering  # noqa: E402
 from agents.safety.pregate import warm_at_startup  # noqa: E402
 
 warm_at_startup()
 quality.warm()
+steering.warm()
 
 NOT_FOUND = RefuseSocket(CLOSE_NOT_FOUND)
 application = ProtocolTypeRouter(

@@ -139,11 +139,12 @@ ensure_engine() {
   export COACHING_ENGINE_PYTHON="$ENGINE_PY" COACHING_ENGINE_MODEL="$ENGINE_MODEL"
 }
 
-# The crisis classifier fitted and cached (keyed by its training data) before anything starts:
-# a fit inside the first accepted message, or inside the first test that accepts one, would
-# take its 1-2 minutes out of that turn's deadline.
-ensure_crisis_model() {
+# The crisis classifier and the steering detector fitted and cached (keyed by their training
+# data) before anything starts: a fit inside the first accepted message, or inside the first test
+# that accepts one, would take its minutes out of that turn's deadline.
+ensure_safety_models() {
   "$PY" -c "from agents.safety import classifier; classifier.prepare()" || die "Fitting the crisis classifier failed; see the messages above."
+  "$PY" -c "from agents.safety import steering; steering.prepare()" || die "Fitting the steering detector failed; see the messages above."
 }
 
 # pip with its progress bars, without this machine's notes about missing local indexes.

@@ -15,7 +15,7 @@ ensure_redis
 ensure_venv
 export DATABASE_URL="${DATABASE_URL:-postgres://postgres@localhost:5432/coaching}"
 ensure_database "$(basename "${DATABASE_URL%%\?*}")"
-ensure_crisis_model
+ensure_safety_models
 
 pids=()
 cleanup() {

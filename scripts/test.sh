@@ -10,7 +10,7 @@ ensure_redis
 ensure_venv
 ensure_engine
 ensure_chromium
-ensure_crisis_model
+ensure_safety_models
 export DATABASE_URL="${DATABASE_URL:-postgres://postgres@localhost:5432/coaching}"
 export DJANGO_SETTINGS_MODULE=coaching_site.settings_test
 

@@ -118,6 +118,10 @@ CONTROL_TOKENS = Counter(
     "coaching_control_tokens",
     "Coachee messages that carried chat-template control tokens (neutralised before any model read them).",
 )
+STEERING_FLAGS = Counter(
+    "coaching_steering_flags",
+    "Coachee messages that read as an attempt to steer the agents (prompt injection), flagged for review.",
+)
 WS_OPEN = Gauge(
     "coaching_ws_connections_open",
     "Chat WebSockets accepted and not closed (all Daphne processes of the host).",
@@ -316,6 +320,11 @@ def quality_findings(*, surface: str, checks: Iterable[str], action: str) -> Non
 def control_tokens_carried() -> None:
     if enabled():
         CONTROL_TOKENS.inc()
+
+
+def steering_flagged() -> None:
+    if enabled():
+        STEERING_FLAGS.inc()
 
 
 def crisis_hit(*, layer: str, category: str, level: str) -> None:

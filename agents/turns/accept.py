@@ -30,7 +30,7 @@ from agents.models import (
 )
 from agents.observability import metrics
 from agents.roles import turn_setup
-from agents.safety import pregate, replies
+from agents.safety import pregate, replies, steering
 from agents.turns import crisis, dispatch, event_log, finish
 
 logger = logging.getLogger(__name__)
@@ -108,19 +108,16 @@ def turn_accept(
         setup = turn_setup.setup_load()
         message = Message.objects.create(session=session, seq=seq, role=Role.USER, text=text, client_id=client_id)
         canvas_after_coach = coach_shares_a_single_slot(setup.configs)
-        # The models never see them as such (llm.control_tokens); the coach sees that they were sent.
-        probing = carries_control_tokens(text)
+        probing = probe_reason(text)
         turn = Turn.objects.create(
             session=session,
             user_message=message,
             deadline_at=timezone.now() + timedelta(seconds=settings.COACHING_TURN_DEADLINE_S),
             context_blackboard=selectors.latest_blackboard(coachee_id=user_id),
             canvas_after_coach=canvas_after_coach,
-            flagged=probing,
-            flag_reason=CONTROL_TOKENS_REASON if probing else "",
+            flagged=bool(probing),
+            flag_reason=probing,
         )
-        if probing:
-            transaction.on_commit(metrics.control_tokens_carried)
         event = event_log.event_emit(
             session_id=session.pk,
             type="message.accepted",
@@ -136,6 +133,19 @@ def turn_accept(
     # Committed: Coach, next on this thread, starts from these rows instead of reading them again.
     turn_setup.turn_remember(turn, setup=setup)
     return AcceptResult(turn.pk, message.pk, created=True, event=event, pipeline_due=not canvas_after_coach, turn=turn)
+
+
+def probe_reason(text: str) -> str:
+    """Why the coach should see this message as someone probing the models, or "". Nothing is
+    blocked on it: what protects the coachee is the fences, the neutralised control tokens and
+    the gates on every reply; this is so the people who run the chat see the attempt."""
+    if carries_control_tokens(text):  # the models never see them as such (llm.control_tokens)
+        transaction.on_commit(metrics.control_tokens_carried)
+        return CONTROL_TOKENS_REASON
+    if (hit := steering.assess(text)) is not None:
+        transaction.on_commit(metrics.steering_flagged)
+        return hit.reason()[:200]
+    return ""
 
 
 def pipeline_start(*, turn_id: int) -> None:
