@@ -33,7 +33,7 @@ SETS = {
     "blind25": "crisis_blind25.tsv",  # decided blind sets 23 and 24 as training (crisis-safety.md); misses never read
     "blind26": "crisis_blind26.tsv",  # decided a long message's piece read by sentence (not adopted); misses never read
     "blind27": "crisis_blind27.tsv",  # decided blind sets 25 and 26 as training (not adopted); misses never read
-    "blind28": "crisis_blind28.tsv",  # decides a long message's piece read by sentence, again; misses never read
+    "blind28": "crisis_blind28.tsv",  # decided the same, again (not adopted); misses never read
 }
 
 
