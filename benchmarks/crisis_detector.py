@@ -1,7 +1,8 @@
-"""What the crisis pre-gate costs at accept: `python -m benchmarks.crisis_detector`.
+"""What the detectors cost at accept: `python -m benchmarks.crisis_detector`.
 
-Times `safety.assess` (every seeded pattern over each variant of the text, then the classifier
-over the message in pieces and over the session's last three coachee messages) for 4,000-
+Times the crisis pre-gate, `pregate.assess` (every seeded pattern over each variant of the
+text, then the classifier over the message in pieces and over the session's last three coachee
+messages), and after it the steering detector, `steering.assess`, as accept runs them, for 4,000-
 character messages: ordinary prose, and the bad inputs accept must survive (random Unicode,
 mixed scripts, zero-width joiners, combining marks, one long word, repeated emoji), prose dictated
 without punctuation (one run of words, read in overlapping windows); and one short
@@ -26,7 +27,7 @@ import django
 
 django.setup()
 
-from agents.safety import evaluation, pregate  # noqa: E402
+from agents.safety import evaluation, pregate, steering  # noqa: E402
 
 CHARS = 4000
 PROSE = (
@@ -70,22 +71,33 @@ def main() -> None:
     patterns = evaluation.seeded_patterns()
     started = time.perf_counter()
     pregate.warm(patterns)
-    print(f"classifier ready in {(time.perf_counter() - started) * 1000:.0f} ms ({len(patterns)} patterns)")
+    steering.warm()
+    print(f"classifiers ready in {(time.perf_counter() - started) * 1000:.0f} ms ({len(patterns)} patterns)")
     history = [(PROSE * 10)[: pregate.HISTORY_CHARS]] * pregate.HISTORY_MESSAGES
-    print(f"| input ({CHARS} chars unless said, 3 earlier messages) | p50 ms | p99 ms | max ms | fired |")
-    print("| --- | --- | --- | --- | --- |")
+    print(
+        f"| input ({CHARS} chars unless said, 3 earlier messages) | p50 ms | p99 ms | max ms | "
+        "of which steering, p50 ms | fired |"
+    )
+    print("| --- | --- | --- | --- | --- | --- |")
     worst_p50 = worst_p99 = 0.0
     for name, text in inputs().items():
-        timings = []
+        timings, steering_timings = [], []
         fired = None
         for _ in range(args.runs):
             t0 = time.perf_counter()
             fired = pregate.assess(text, patterns, history)
-            timings.append((time.perf_counter() - t0) * 1000)
+            t1 = time.perf_counter()
+            steered = steering.assess(text)
+            t2 = time.perf_counter()
+            timings.append((t2 - t0) * 1000)
+            steering_timings.append((t2 - t1) * 1000)
         p50, p99 = statistics.median(timings), percentile(timings, 0.99)
         worst_p50, worst_p99 = max(worst_p50, p50), max(worst_p99, p99)
-        layer = fired.layer if fired else "-"
-        print(f"| {name} | {p50:.1f} | {p99:.1f} | {max(timings):.1f} | {layer} |")
+        layers = [layer for layer in (fired.layer if fired else "", "steering" if steered else "") if layer]
+        print(
+            f"| {name} | {p50:.1f} | {p99:.1f} | {max(timings):.1f} | "
+            f"{statistics.median(steering_timings):.1f} | {', '.join(layers) or '-'} |"
+        )
     verdict = "within" if worst_p50 <= 20 and worst_p99 <= 50 else "OVER"
     print(f"worst p50 {worst_p50:.1f} ms, worst p99 {worst_p99:.1f} ms: {verdict} the 20/50 ms budget")
 
