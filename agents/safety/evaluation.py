@@ -36,7 +36,7 @@ SETS = {
     "blind28": "crisis_blind28.tsv",  # decided the same, again (not adopted); misses never read
     "blind29": "crisis_blind29.tsv",  # decided short messages at a lower bar (not adopted); misses never read
     "blind30": "crisis_blind30.tsv",  # decided short messages at a lower bar, again (adopted); misses never read
-    "blind31": "crisis_blind31.tsv",  # decides blind sets 25-30 as training; misses never read
+    "blind31": "crisis_blind31.tsv",  # decided blind sets 25-30 as training (not adopted); misses never read
 }
 
 
