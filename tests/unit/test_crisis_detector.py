@@ -275,26 +275,11 @@ def test_short_everyday_lines_never_bring_the_card(seeded: None) -> None:
     assert not {reading.normalise(t) for t in training} & {reading.normalise(t) for t in EVERYDAY_SHORT}
 
 
-def test_a_short_message_is_read_at_a_lower_bar(monkeypatch: Any) -> None:
-    """Short everyday messages almost never read as crisis, and long ones bring most false cards
-    (docs/crisis-safety.md, "Short messages at a lower bar"): under SHORT_WORDS words the bar is
-    SHORT_THRESHOLD; from it on, THRESHOLD."""
-    between = (classifier.SHORT_THRESHOLD + classifier.THRESHOLD) / 2
-    short = "nothing is left for me now"
-    longer = "nothing is left for me now, after the whole week at work"
-    assert len(short.split()) < classifier.SHORT_WORDS <= len(longer.split())
-    fake = _Scores({text: (classifier.Score(between, "suicide"), 0.0) for text in (short, longer)})
-    monkeypatch.setattr(classifier, "detector", lambda: fake)
-    assert classifier.classify(short) is not None
-    assert classifier.classify(longer) is None
-
-
-def test_the_classifier_reads_messages_of_any_length() -> None:
+def test_the_classifier_leaves_a_short_message_to_the_patterns() -> None:
     four_words = "i want to die"
     assert len(four_words.split()) < classifier.MIN_WORDS
-    assert classifier.classify(four_words) is not None
-    assert classifier.classify("") is None
-    assert classifier.classify("   ...   ") is None
+    assert classifier.classify(four_words) is None
+    assert pregate.pregate(four_words, evaluation.seeded_patterns()) is not None
 
 
 class _Scores:
@@ -318,24 +303,23 @@ class _Scores:
 
 def test_a_means_question_weighs_more_after_distress_earlier_in_the_session(monkeypatch: Any) -> None:
     between = (classifier.THRESHOLD + classifier.THRESHOLD_AFTER_DISTRESS) / 2
-    bridges = "which bridges around here are higher than 25 metres"  # 8 words or more: THRESHOLD's
     fake = _Scores(
         {
-            bridges: (classifier.Score(between, "means", features=["bridg"]), 0.7),
+            "which bridges are higher than 25 m": (classifier.Score(between, "means", features=["bridg"]), 0.7),
             "i lost my job today": (classifier.Score(0.1, "suicide"), classifier.DISTRESS_IN_CONTEXT + 0.1),
             "nice weather": (classifier.Score(0.0, "suicide"), 0.0),
-            "a vague worry that keeps coming back at night": (classifier.Score(between, "suicide"), 0.7),
+            "a vague worry": (classifier.Score(between, "suicide"), 0.7),
         }
     )
     monkeypatch.setattr(classifier, "detector", lambda: fake)
-    assert classifier.classify(bridges) is None
-    assert classifier.classify(bridges, ["nice weather"]) is None
-    hit = classifier.classify(bridges, ["nice weather", "i lost my job today"])
+    assert classifier.classify("which bridges are higher than 25 m") is None
+    assert classifier.classify("which bridges are higher than 25 m", ["nice weather"]) is None
+    hit = classifier.classify("which bridges are higher than 25 m", ["nice weather", "i lost my job today"])
     assert hit is not None
     assert hit.category == "means"
     assert hit.context > classifier.DISTRESS_IN_CONTEXT
     # Context lowers the bar for questions about means or not eating/drinking, not for everything.
-    assert classifier.classify("a vague worry that keeps coming back at night", ["i lost my job today"]) is None
+    assert classifier.classify("a vague worry", ["i lost my job today"]) is None
 
 
 def test_the_session_history_reaches_the_detector(seeded: None, monkeypatch: Any) -> None:
