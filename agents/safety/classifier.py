@@ -33,7 +33,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -373,20 +372,12 @@ def load_or_train(paths: Sequence[Path] = TRAINING_FILES) -> Detector:
     return Detector(model_cache.load_or_fit(CACHE_KIND, training_digest(paths), Fitted, fit_now))
 
 
-_detector: Detector | None = None
-_detector_lock = threading.Lock()
+_detector = model_cache.PerProcess(load_or_train)
 
 
 def detector() -> Detector:
-    """The fitted classifier, loaded (or fitted) once per process. Threads that arrive together
-    wait for the first one's load; a cached function with a lock inside would have each of them
-    load it again in turn (twelve worker threads: twelve loads of ~1.5 s, one after another)."""
-    global _detector
-    if _detector is None:
-        with _detector_lock:
-            if _detector is None:
-                _detector = load_or_train()
-    return _detector
+    """The fitted classifier, loaded (or fitted) once per process."""
+    return _detector.get()
 
 
 def warm() -> None:
@@ -397,8 +388,7 @@ def warm() -> None:
 def prepare() -> None:
     """Fit and cache the model before the app or the tests start (scripts/lib.sh), so no first
     message and no test pays for a fit."""
-    if not model_cache.cache_path(CACHE_KIND, training_digest()).exists():
-        print("fitting the crisis classifier for this training data (first time only: ~4 minutes)", flush=True)
+    model_cache.announce_fit(CACHE_KIND, training_digest(), "crisis classifier", "~4 minutes")
     warm()
 
 

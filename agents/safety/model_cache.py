@@ -7,9 +7,10 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 import joblib
 
@@ -23,6 +24,12 @@ def cache_path(kind: str, digest: str) -> Path:
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "coaching-chat"
     )
     return Path(root) / kind / f"{digest}.joblib"
+
+
+def announce_fit(kind: str, digest: str, what: str, takes: str) -> None:
+    """Say so before a fit that is not cached yet (scripts/lib.sh fits before anything starts)."""
+    if not cache_path(kind, digest).exists():
+        print(f"fitting the {what} for this training data (first time only: {takes})", flush=True)
 
 
 def load_or_fit(kind: str, digest: str, expected: type[T], fit: Callable[[], T]) -> T:
@@ -46,3 +53,21 @@ def load_or_fit(kind: str, digest: str, expected: type[T], fit: Callable[[], T])
     except OSError:
         logger.warning("could not cache the %s at %s", kind, cache, exc_info=True)
     return fitted
+
+
+class PerProcess(Generic[T]):
+    """A model loaded (or fitted) once per process. Threads that arrive together wait for the
+    first one's load; a cached function with a lock inside would have each of them load it again
+    in turn (twelve worker threads: twelve loads of ~1.5 s, one after another)."""
+
+    def __init__(self, load: Callable[[], T]) -> None:
+        self._load = load
+        self._value: T | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> T:
+        if self._value is None:
+            with self._lock:
+                if self._value is None:
+                    self._value = self._load()
+        return self._value

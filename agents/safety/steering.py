@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -187,19 +186,12 @@ def load_or_train(paths: Sequence[Path] = TRAINING_FILES) -> Detector:
     return Detector(model_cache.load_or_fit(CACHE_KIND, training_digest(paths), Fitted, fit_now))
 
 
-_detector: Detector | None = None
-_detector_lock = threading.Lock()
+_detector = model_cache.PerProcess(load_or_train)
 
 
 def detector() -> Detector:
-    """The fitted model, loaded (or fitted) once per process; threads that arrive together wait
-    for the first one's load (see classifier.detector)."""
-    global _detector
-    if _detector is None:
-        with _detector_lock:
-            if _detector is None:
-                _detector = load_or_train()
-    return _detector
+    """The fitted model, loaded (or fitted) once per process."""
+    return _detector.get()
 
 
 def warm() -> None:
@@ -209,8 +201,7 @@ def warm() -> None:
 
 def prepare() -> None:
     """Fit and cache the model before the app or the tests start (scripts/lib.sh)."""
-    if not model_cache.cache_path(CACHE_KIND, training_digest()).exists():
-        print("fitting the steering detector for this training data (first time only: ~1 minute)", flush=True)
+    model_cache.announce_fit(CACHE_KIND, training_digest(), "steering detector", "~1 minute")
     warm()
 
 

@@ -22,6 +22,7 @@ from agents.pipeline.critic_gate import GateVerdict, critic_gate
 from agents.roles import turn_setup
 from agents.roles.schemas import EvidencedItem, FollowThroughPrediction, ShadowOutput, SynthOutput
 from agents.turns import accept, sessions
+from tests.support.metrics import scraped
 from tests.support.people import make_coachee
 
 CLEAN_CRITIC = {"violated_moves": [], "unsafe_content": [], "explanation": "Nothing to object to."}
@@ -115,3 +116,14 @@ GOOD = "One small step could help: what would a ten-minute run tomorrow morning 
 
 def synth(reply: str) -> dict[str, Any]:
     return {"reply": reply, "moves_used": [], "signals_used": [], "signals_missing": []}
+
+
+def accepted_counting(
+    session: Any, client_id: str, text: str, *, metric: str, capture_on_commit: Any
+) -> tuple[Turn, float]:
+    """The turn `text` opens in `session`, its on-commit callbacks run (`capture_on_commit` is
+    pytest-django's django_capture_on_commit_callbacks), and how much `metric` rose meanwhile."""
+    before = scraped(metric)
+    with capture_on_commit(execute=True):
+        result = accept.turn_accept(session_id=session.pk, user_id=session.coachee_id, client_id=client_id, text=text)
+    return Turn.objects.get(pk=result.turn_id), scraped(metric) - before

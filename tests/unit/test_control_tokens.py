@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client import REGISTRY, generate_latest
 
 from agents.llm.client import EndpointSpec, StreamState, chat_complete, chat_stream
 from agents.llm.control_tokens import neutralised, neutralised_messages
@@ -18,8 +17,8 @@ from agents.llm.simulator.tokens import messages_sha
 from agents.memory.context import BRIEFING, fenced
 from agents.models import Turn
 from agents.turns import accept, dispatch, sessions
-from tests.support.metrics import parse, total
 from tests.support.people import make_coachee
+from tests.support.turns import accepted_counting
 
 # Control tokens of the chat templates in common use, as their tokenizers spell them.
 CONTROL_TOKENS = [
@@ -132,13 +131,13 @@ def test_a_message_carrying_control_tokens_is_flagged_for_the_coach_and_counted(
     session = sessions.session_start(user_id=make_coachee().pk)
 
     def accepted(client_id: str, text: str) -> tuple[Turn, float]:
-        counted = total(parse(generate_latest(REGISTRY).decode()), "coaching_control_tokens_total")
-        with django_capture_on_commit_callbacks(execute=True):
-            result = accept.turn_accept(
-                session_id=session.pk, user_id=session.coachee_id, client_id=client_id, text=text
-            )
-        after = total(parse(generate_latest(REGISTRY).decode()), "coaching_control_tokens_total")
-        return Turn.objects.get(pk=result.turn_id), after - counted
+        return accepted_counting(
+            session,
+            client_id,
+            text,
+            metric="coaching_control_tokens_total",
+            capture_on_commit=django_capture_on_commit_callbacks,
+        )
 
     turn, counted = accepted("c-1", "I skipped my run again this week. What would help me start?")
     assert (turn.flagged, turn.flag_reason, counted) == (False, "", 0)

@@ -10,13 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client import REGISTRY, generate_latest
 
 from agents.models import Turn
 from agents.safety import evaluation, steering
 from agents.turns import accept, dispatch, sessions
-from tests.support.metrics import parse, total
 from tests.support.people import make_coachee
+from tests.support.turns import accepted_counting
 
 BLIND = Path(__file__).parents[1] / "data" / "steering_blind.tsv"
 ATTACKS = {"override", "extraction", "persona", "format", "smuggled", "hijack"}
@@ -94,14 +93,15 @@ def test_accept_flags_an_attempt_for_the_coach_and_counts_it_and_answers_as_usua
     session = sessions.session_start(user_id=make_coachee().pk)
 
     def accepted(client_id: str, text: str) -> tuple[Turn, float]:
-        counted = total(parse(generate_latest(REGISTRY).decode()), "coaching_steering_flags_total")
-        with django_capture_on_commit_callbacks(execute=True):
-            result = accept.turn_accept(
-                session_id=session.pk, user_id=session.coachee_id, client_id=client_id, text=text
-            )
-        accept.pipeline_start(turn_id=result.turn_id)
-        after = total(parse(generate_latest(REGISTRY).decode()), "coaching_steering_flags_total")
-        return Turn.objects.get(pk=result.turn_id), after - counted
+        turn, counted = accepted_counting(
+            session,
+            client_id,
+            text,
+            metric="coaching_steering_flags_total",
+            capture_on_commit=django_capture_on_commit_callbacks,
+        )
+        accept.pipeline_start(turn_id=turn.pk)
+        return turn, counted
 
     ordinary, counted = accepted("c-1", "Could you keep your answers shorter and skip the bullet points?")
     assert (ordinary.flagged, ordinary.flag_reason, counted) == (False, "", 0)
