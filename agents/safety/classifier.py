@@ -107,6 +107,17 @@ SENTENCE_ALONE = 0.9
 # 34.4 % for this layer alone; none on the held-out set.
 MIN_WORDS = 5
 _WORDS = re.compile(r"\w+")
+# A message of MIN_WORDS to SHORT_WORDS - 1 words brings the card at SHORT_THRESHOLD, not
+# THRESHOLD: short everyday messages almost never read as crisis, and the one bar was set by long
+# messages, whose ordinary sentences bring most false cards. On the spent blind sets 25-28 HEAD
+# caught 115 of 140 crisis messages under 8 words (82 %) against 702 of 757 longer ones, and gave
+# the card to 1 of 169 everyday messages under 8 words against 64 of 750 longer ones. Chosen there
+# and on the development sets (0.6 brought the card for "I want to stop eating junk food."), and
+# decided on blind set 32: +5 crisis messages of 223, no false card. A first form that also read
+# messages under MIN_WORDS was withdrawn: "Is anyone there?" read 0.73 and brought the card
+# (docs/crisis-safety.md, "Short messages at a lower bar" and "Withdrawn").
+SHORT_WORDS = 8
+SHORT_THRESHOLD = 0.7
 
 
 def too_short(text: str) -> bool:
@@ -422,9 +433,10 @@ def classify(text: str, history: list[str] | None = None) -> ClassifierHit | Non
         return None
     model = detector()
     current = model.score(text)
+    bar = SHORT_THRESHOLD if len(_WORDS.findall(text)) < SHORT_WORDS else THRESHOLD
     # Whether the message talks *about* the subject is read only where it decides something: its
     # dozen regular expressions cost up to ~7 ms over 4,000 characters.
-    if current.crisis >= THRESHOLD and (current.crisis >= THRESHOLD_INFORMATIONAL or not _about(text)):
+    if current.crisis >= bar and (current.crisis >= THRESHOLD_INFORMATIONAL or not _about(text)):
         return _hit(model, current, context=0.0)
     if current.crisis >= THRESHOLD_AFTER_DISTRESS and current.category in CONTEXT_CATEGORIES and history:
         context = max(model.distress(earlier) for earlier in history)

@@ -282,6 +282,24 @@ def test_the_classifier_leaves_a_short_message_to_the_patterns() -> None:
     assert pregate.pregate(four_words, evaluation.seeded_patterns()) is not None
 
 
+def test_a_short_message_is_read_at_a_lower_bar(monkeypatch: Any) -> None:
+    """Short everyday messages almost never read as crisis, and long ones bring most false cards
+    (docs/crisis-safety.md, "Short messages at a lower bar"): from MIN_WORDS to SHORT_WORDS - 1
+    words the bar is SHORT_THRESHOLD; from SHORT_WORDS on, THRESHOLD; below MIN_WORDS, the
+    patterns' alone ("Is anyone there?" reads 0.73 as a question about means)."""
+    between = (classifier.SHORT_THRESHOLD + classifier.THRESHOLD) / 2
+    short = "nothing is left for me now"
+    longer = "nothing is left for me now, after the whole week at work"
+    opener = "Is anyone there?"
+    assert len(opener.split()) < classifier.MIN_WORDS <= len(short.split()) < classifier.SHORT_WORDS
+    assert len(longer.split()) >= classifier.SHORT_WORDS
+    fake = _Scores({text: (classifier.Score(between, "suicide"), 0.0) for text in (short, longer, opener)})
+    monkeypatch.setattr(classifier, "detector", lambda: fake)
+    assert classifier.classify(short) is not None
+    assert classifier.classify(longer) is None
+    assert classifier.classify(opener) is None
+
+
 class _Scores:
     """A detector with fixed scores by text, to check the decision rule itself."""
 
@@ -303,23 +321,24 @@ class _Scores:
 
 def test_a_means_question_weighs_more_after_distress_earlier_in_the_session(monkeypatch: Any) -> None:
     between = (classifier.THRESHOLD + classifier.THRESHOLD_AFTER_DISTRESS) / 2
+    bridges = "which bridges around here are higher than 25 metres"  # 8 words or more: THRESHOLD's
     fake = _Scores(
         {
-            "which bridges are higher than 25 m": (classifier.Score(between, "means", features=["bridg"]), 0.7),
+            bridges: (classifier.Score(between, "means", features=["bridg"]), 0.7),
             "i lost my job today": (classifier.Score(0.1, "suicide"), classifier.DISTRESS_IN_CONTEXT + 0.1),
             "nice weather": (classifier.Score(0.0, "suicide"), 0.0),
-            "a vague worry": (classifier.Score(between, "suicide"), 0.7),
+            "a vague worry that keeps coming back at night": (classifier.Score(between, "suicide"), 0.7),
         }
     )
     monkeypatch.setattr(classifier, "detector", lambda: fake)
-    assert classifier.classify("which bridges are higher than 25 m") is None
-    assert classifier.classify("which bridges are higher than 25 m", ["nice weather"]) is None
-    hit = classifier.classify("which bridges are higher than 25 m", ["nice weather", "i lost my job today"])
+    assert classifier.classify(bridges) is None
+    assert classifier.classify(bridges, ["nice weather"]) is None
+    hit = classifier.classify(bridges, ["nice weather", "i lost my job today"])
     assert hit is not None
     assert hit.category == "means"
     assert hit.context > classifier.DISTRESS_IN_CONTEXT
     # Context lowers the bar for questions about means or not eating/drinking, not for everything.
-    assert classifier.classify("a vague worry", ["i lost my job today"]) is None
+    assert classifier.classify("a vague worry that keeps coming back at night", ["i lost my job today"]) is None
 
 
 def test_the_session_history_reaches_the_detector(seeded: None, monkeypatch: Any) -> None:
