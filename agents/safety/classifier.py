@@ -363,7 +363,7 @@ class Detector:
         return float(self.fitted.distress.predict_proba(read[2])[:, 1].max()) if read is not None else 0.0
 
 
-# Where the fitted model is cached (agents/safety/fitted.py), by its training data's digest.
+# Where the fitted model is cached (agents/safety/model_cache.py), by its training data's digest.
 CACHE_KIND = "crisis-model"
 
 

@@ -108,15 +108,15 @@ def turn_accept(
         setup = turn_setup.setup_load()
         message = Message.objects.create(session=session, seq=seq, role=Role.USER, text=text, client_id=client_id)
         canvas_after_coach = coach_shares_a_single_slot(setup.configs)
-        probing = probe_reason(text)
+        probe = probe_reason(text)
         turn = Turn.objects.create(
             session=session,
             user_message=message,
             deadline_at=timezone.now() + timedelta(seconds=settings.COACHING_TURN_DEADLINE_S),
             context_blackboard=selectors.latest_blackboard(coachee_id=user_id),
             canvas_after_coach=canvas_after_coach,
-            flagged=bool(probing),
-            flag_reason=probing,
+            flagged=bool(probe),
+            flag_reason=probe,
         )
         event = event_log.event_emit(
             session_id=session.pk,
@@ -136,9 +136,10 @@ def turn_accept(
 
 
 def probe_reason(text: str) -> str:
-    """Why the coach should see this message as someone probing the models, or "". Nothing is
-    blocked on it: what protects the coachee is the fences, the neutralised control tokens and
-    the gates on every reply; this is so the people who run the chat see the attempt."""
+    """Why the coach should see this message as someone probing the models, or ""; a probe is
+    counted once the turn commits. Nothing is blocked on it: what protects the coachee is the
+    fences, the neutralised control tokens and the gates on every reply; this is so the people
+    who run the chat see the attempt."""
     if carries_control_tokens(text):  # the models never see them as such (llm.control_tokens)
         transaction.on_commit(metrics.control_tokens_carried)
         return CONTROL_TOKENS_REASON
