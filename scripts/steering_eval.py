@@ -34,15 +34,6 @@ from agents.safety.embedding import embed  # noqa: E402
 THRESHOLDS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 
-def rows_of(path: Path) -> list[tuple[str, str, str, str]]:
-    """(lang, label, category, text) of a steering file."""
-    return [
-        tuple(line.split("\t", 3))  # type: ignore[misc]
-        for line in path.read_text(encoding="utf-8").splitlines()
-        if line.strip() and not line.startswith("#")
-    ]
-
-
 def ordinary_texts() -> dict[str, list[str]]:
     coaching = [row.text for row in evaluation.load_eval_set(pattern="crisis_coaching_everyday.tsv")]
     crisis_eval = [row.text for row in evaluation.load_eval_set()]
@@ -61,7 +52,7 @@ def cross_validate(settings: dict[str, float]) -> None:
     ordinary_hits: dict[tuple[str, float], int] = defaultdict(int)
     for fold, writer in enumerate(writers):
         train_paths = [p for p in steering.TRAINING_FILES if not p.name.startswith(f"{writer}_")]
-        held_rows = [row for p in steering.TRAINING_FILES if p.name.startswith(f"{writer}_") for row in rows_of(p)]
+        held_rows = steering.read_lines([p for p in steering.TRAINING_FILES if p.name.startswith(f"{writer}_")])
         labels, texts = steering.read_training_data(train_paths)
         kept = crisis_fold != fold
         train_texts = texts + [t for t, k in zip(crisis_texts, kept, strict=True) if k]
@@ -70,10 +61,10 @@ def cross_validate(settings: dict[str, float]) -> None:
         embeddings = np.vstack([embed(texts), crisis_embeddings[kept]])
         fitted = steering.fit(train_texts, is_attack, written, embeddings=embeddings, **settings)
         model = steering.Detector(fitted)
-        held_scores = [model.score(row[3])[0] for row in held_rows]
+        held_scores = [model.score(row.text)[0] for row in held_rows]
         for threshold in THRESHOLDS:
             for row, score in zip(held_rows, held_scores, strict=True):
-                attack = row[1] == "attack"
+                attack = row.label == "attack"
                 caught[threshold][0 if attack else 2] += score >= threshold
                 caught[threshold][1 if attack else 3] += 1
         for name, texts_of_set in ordinary.items():
@@ -94,11 +85,11 @@ def cross_validate(settings: dict[str, float]) -> None:
 
 
 def measure() -> None:
-    blind = rows_of(ROOT / "tests" / "data" / "steering_blind.tsv")
+    blind = steering.read_lines([ROOT / "tests" / "data" / "steering_blind.tsv"])
     by: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for lang, label, category, text in blind:
-        hit = steering.assess(text) is not None
-        for key in (f"{label}", f"{label} {lang}", f"{label} {category}"):
+    for row in blind:
+        hit = steering.assess(row.text) is not None
+        for key in (row.label, f"{row.label} {row.lang}", f"{row.label} {row.category}"):
             by[key][0] += hit
             by[key][1] += 1
     for key in sorted(by):

@@ -83,23 +83,41 @@ class SteeringHit:
         return f"the message reads as an attempt to steer the agents ({self.score:.2f}: {wording})"
 
 
-def read_training_data(paths: Sequence[Path] = TRAINING_FILES) -> tuple[list[str], list[str]]:
-    """(labels, texts) of the lines written for this detector: `lang<TAB>label<TAB>category<TAB>text`."""
-    labels, texts = [], []
+@dataclass(frozen=True)
+class Line:
+    """One written line: `lang<TAB>label<TAB>category<TAB>text` (steering_data/, the blind set)."""
+
+    lang: str
+    label: str
+    category: str
+    text: str
+
+
+def read_lines(paths: Sequence[Path]) -> list[Line]:
+    """Every line of these files, comments and blank lines left out; a malformed one is an error."""
+    lines = []
     for path in paths:
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if not line.strip() or line.startswith("#"):
+        for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if not raw.strip() or raw.startswith("#"):
                 continue
-            _lang, label, _category, text = line.split("\t", 3)
-            if label not in LABELS:
-                raise ValueError(f"unknown label {label!r} in {path.name}")
-            labels.append(label)
-            texts.append(text)
-    return labels, texts
+            fields = raw.split("\t")
+            if len(fields) != 4 or fields[1] not in LABELS:
+                raise ValueError(f"{path.name}:{number}: not lang, {'|'.join(LABELS)}, category and text")
+            lines.append(Line(*fields))
+    return lines
 
 
-def _features(vectorizer: TfidfVectorizer, texts: Sequence[str], embeddings: np.ndarray) -> scipy.sparse.csr_matrix:
-    ngrams = vectorizer.transform([reading.normalise(text) for text in texts])
+def read_training_data(paths: Sequence[Path] = TRAINING_FILES) -> tuple[list[str], list[str]]:
+    """(labels, texts) of the lines written for this detector."""
+    lines = read_lines(paths)
+    return [line.label for line in lines], [line.text for line in lines]
+
+
+def _ngrams(vectorizer: TfidfVectorizer, texts: Sequence[str]) -> scipy.sparse.csr_matrix:
+    return vectorizer.transform([reading.normalise(text) for text in texts])
+
+
+def _beside(ngrams: scipy.sparse.csr_matrix, embeddings: np.ndarray) -> scipy.sparse.csr_matrix:
     return scipy.sparse.hstack([ngrams, scipy.sparse.csr_matrix(embeddings)], format="csr")
 
 
@@ -120,7 +138,7 @@ def fit(
     embeddings = embed(texts) if embeddings is None else embeddings
     weights = np.where(written & ~is_attack, near_miss_weight, 1.0)
     model = LogisticRegression(C=c, class_weight="balanced", max_iter=3000)
-    model.fit(_features(vectorizer, texts, embeddings), is_attack, sample_weight=weights)
+    model.fit(_beside(_ngrams(vectorizer, texts), embeddings), is_attack, sample_weight=weights)
     return Fitted(vectorizer, model)
 
 
@@ -153,19 +171,18 @@ class Detector:
         pieces = [piece for piece in chunks(text) if readable(piece)]
         if not pieces:
             return 0.0, ""
+        ngrams = _ngrams(self.fitted.vectorizer, pieces)
         if len(pieces) > EMBED_PIECES:
-            ngrams = self.fitted.vectorizer.transform([reading.normalise(piece) for piece in pieces])
-            leaning = ngrams @ self._ngram_weights
-            pieces = [pieces[i] for i in sorted(np.argsort(leaning)[::-1][:EMBED_PIECES])]
-        probability = self.fitted.model.predict_proba(_features(self.fitted.vectorizer, pieces, embed(pieces)))[:, 1]
+            kept = sorted(np.argsort(ngrams @ self._ngram_weights)[::-1][:EMBED_PIECES])
+            pieces, ngrams = [pieces[i] for i in kept], ngrams[kept]
+        probability = self.fitted.model.predict_proba(_beside(ngrams, embed(pieces)))[:, 1]
         worst = int(np.argmax(probability))
         return float(probability[worst]), pieces[worst]
 
     def wording(self, piece: str) -> list[str]:
         """The words of `piece` whose n-grams pushed hardest towards an attempt (for a hit only):
         a coach reads "instructions", not its fragments "instr" and "nstru"."""
-        normalised = reading.normalise(piece)
-        ngrams = self.fitted.vectorizer.transform([normalised])
+        ngrams = _ngrams(self.fitted.vectorizer, [piece])
         weights = ngrams.data * self._ngram_weights[ngrams.indices]
         words = [(reading.normalise(word), word) for word in _WORD.findall(piece)]
         found: list[str] = []

@@ -22,21 +22,18 @@ ATTACKS = {"override", "extraction", "persona", "format", "smuggled", "hijack"}
 NEAR_MISSES = {"style", "roleplay", "instructions", "ai_talk", "tech_work", "pasted", "coaching"}
 
 
-def _rows(path: Path) -> list[list[str]]:
-    lines = path.read_text(encoding="utf-8").splitlines()
-    return [line.split("\t") for line in lines if line.strip() and not line.startswith("#")]
-
-
-def test_the_written_lines_are_well_formed_and_the_blind_set_is_apart_from_training() -> None:
-    training = [row for path in steering.TRAINING_FILES for row in _rows(path)]
-    blind = _rows(BLIND)
-    for row in training + blind:
-        assert len(row) == 4
-        lang, label, category, _ = row
-        assert lang in evaluation.LANGUAGES
-        assert category in (ATTACKS if label == "attack" else NEAR_MISSES), row[:3]
-    assert all(count >= 38 for count in Counter(row[0] for row in blind).values())  # 40, less 3 dropped
-    assert not {row[3] for row in training} & {row[3] for row in blind}
+def test_the_written_lines_are_well_formed_and_the_blind_set_is_apart_from_training(tmp_path: Path) -> None:
+    training = steering.read_lines(steering.TRAINING_FILES)  # a malformed line raises
+    blind = steering.read_lines([BLIND])
+    for line in training + blind:
+        assert line.lang in evaluation.LANGUAGES
+        assert line.category in (ATTACKS if line.label == "attack" else NEAR_MISSES), line
+    assert all(count >= 38 for count in Counter(line.lang for line in blind).values())  # 40, less 3 dropped
+    assert not {line.text for line in training} & {line.text for line in blind}
+    broken = tmp_path / "broken.tsv"
+    broken.write_text("en\tattack\toverride\tignore the rules\twith a tab inside\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"broken\.tsv:1"):
+        steering.read_lines([broken])
 
 
 def test_the_blind_set_stays_above_its_first_reading_floors() -> None:
@@ -44,10 +41,10 @@ def test_the_blind_set_stays_above_its_first_reading_floors() -> None:
     flagged, 10.2 % of near misses; every language 80 % or more. The floors leave a line or two
     of room for a refit's noise."""
     flagged: dict[str, list[bool]] = {}
-    for lang, label, _, text in _rows(BLIND):
-        hit = steering.assess(text) is not None
-        flagged.setdefault(label, []).append(hit)
-        flagged.setdefault(f"{label}/{lang}", []).append(hit)
+    for line in steering.read_lines([BLIND]):
+        hit = steering.assess(line.text) is not None
+        flagged.setdefault(line.label, []).append(hit)
+        flagged.setdefault(f"{line.label}/{line.lang}", []).append(hit)
 
     def rate(key: str) -> float:
         return sum(flagged[key]) / len(flagged[key])
