@@ -429,11 +429,12 @@ class ClassifierHit:
 
 def classify(text: str, history: list[str] | None = None) -> ClassifierHit | None:
     """A crisis hit for `text`, read with the session's last few earlier coachee messages."""
-    if too_short(text):
+    words = len(_WORDS.findall(text))  # too_short's count, once: the text may be 4,000 characters
+    if words < MIN_WORDS:
         return None
     model = detector()
     current = model.score(text)
-    bar = SHORT_THRESHOLD if len(_WORDS.findall(text)) < SHORT_WORDS else THRESHOLD
+    bar = SHORT_THRESHOLD if words < SHORT_WORDS else THRESHOLD
     # Whether the message talks *about* the subject is read only where it decides something: its
     # dozen regular expressions cost up to ~7 ms over 4,000 characters.
     if current.crisis >= bar and (current.crisis >= THRESHOLD_INFORMATIONAL or not _about(text)):
