@@ -17,6 +17,7 @@ from django.db.models import Count
 from django.test import Client
 
 from agents.models import AgentRun, SessionEvent, Turn
+from agents.safety import pregate
 from agents.turns.sessions import session_start
 from benchmarks.load import Coachee
 from benchmarks.metrics import TurnFacts
@@ -43,6 +44,19 @@ def point_agents_at(
         agents="all",
         stdout=io.StringIO(),
     )
+
+
+def messages_read_as_crisis(messages: tuple[str, ...]) -> list[str]:
+    """The bench's messages that the crisis pre-gate answers with the card, alone or after the
+    ones a coachee sent before it (they go round in order). Such a turn has no Coach, and its
+    coachee's later replies are held until checked: Coach's first token is then not measured."""
+    patterns = pregate.active_crisis_patterns()
+    read_as_crisis = []
+    for index, text in enumerate(messages):
+        earlier = [messages[(index - back) % len(messages)] for back in range(1, pregate.HISTORY_MESSAGES + 1)]
+        if pregate.assess(text, patterns) is not None or pregate.assess(text, patterns, earlier) is not None:
+            read_as_crisis.append(text)
+    return read_as_crisis
 
 
 def make_coachees(label: str, count: int) -> list[Coachee]:

@@ -24,7 +24,7 @@ MESSAGES = (
     "Work is piling up and I said yes to two more projects this week. I feel stretched thin.",
     "I want to write every evening, but I end up scrolling on my phone instead.",
     "My manager wants the report by Friday and I have not started it yet.",
-    "I went to the gym twice this week, but it still feels like it is not enough.",
+    "I made it to the gym twice this week and I would like to make it three times next week.",
     "I told myself I would call my sister this weekend and I keep putting it off.",
 )
 

@@ -274,6 +274,9 @@ def turn_figures(
         "relay_ms": [round(r * 1000.0, 1) for r in relay],
         "model_calls": len(calls),
         "coach_delta_frames": counts["coach.delta"],
+        # The crisis card took Coach's place; the coachee's later replies are held until checked
+        # (reply_gate.risks_known), so their first token is not measured either.
+        "crisis_card": counts["safety.notice"] > 0,
         "frames_received": sum(counts.values()),
         "persisted_events": facts.persisted_events if facts else None,
         "channel_messages": (facts.persisted_events + counts["coach.delta"]) if facts else None,
@@ -309,6 +312,7 @@ def summarize(turns: list[dict[str, Any]]) -> dict[str, Any]:
         "failed": sum(t["outcome"] == "failed" for t in turns),
         "lost": sum(t["outcome"] == "lost" for t in turns),
         "duplicated": sum(bool(t["duplicated"]) for t in turns),
+        "crisis_cards": sum(bool(t.get("crisis_card")) for t in turns),
         "turns_per_s": round(len(finished) / window, 3) if window else None,
         "figures": figures,
         "persisted_events_per_turn": _mean([t["persisted_events"] for t in per_turn]),

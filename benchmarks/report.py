@@ -75,8 +75,11 @@ def table_rows(scenarios: list[dict[str, Any]]) -> tuple[list[str], list[list[st
 
     row("turns ok/failed/lost/dup", lambda s: "{ok}/{failed}/{lost}/{duplicated}".format(**s["summary"]))
     row("turns per second", lambda s: _num(s["summary"]["turns_per_s"]))
+    row("turns answered by the crisis card", lambda s: str(s["summary"].get("crisis_cards", "-")))
     for key, label in FIGURES:
         row(label, lambda s, key=key: _pair(s["summary"]["figures"][key]))
+        if key == "coach_first_token_app_ms":
+            row("  of turns (streamed replies)", lambda s, key=key: str(s["summary"]["figures"][key].get("n", "-")))
     row("model calls / turn", lambda s: _num(s["summary"]["model_calls_per_turn"]))
     row("persisted events / turn", lambda s: _num(s["summary"]["persisted_events_per_turn"]))
     row("coach.delta frames / turn", lambda s: _num(s["summary"]["coach_delta_frames_per_turn"]))

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from benchmarks.load import MESSAGES
 from benchmarks.stack import (
     LOG_ROOT,
     ROOT,
@@ -501,6 +502,13 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     from benchmarks.metrics import RUN_FIELDS, summarize
 
     app.migrate()
+    if crisis := app.messages_read_as_crisis(MESSAGES):
+        raise SystemExit(
+            f"the crisis pre-gate answers {len(crisis)} of the benchmark's messages with the card "
+            f"({'; '.join(repr(t) for t in crisis)}): every later turn of those coachees would be held "
+            "for checking and Coach's first token not measured; replace them in benchmarks/load.py "
+            "(and record the false card in docs/crisis-safety.md if they are ordinary)"
+        )
     with Processes(LOG_ROOT / env.database_name) as procs:
         try:
             bench = Bench(args, env, procs)

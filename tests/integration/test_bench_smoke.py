@@ -69,12 +69,15 @@ def test_every_turn_finished_once(results: dict[str, Any]) -> None:
         assert summary["ok"] + summary["failed"] + summary["lost"] == summary["turns"]
         assert summary["lost"] == 0
         assert summary["duplicated"] == 0
+        assert summary["crisis_cards"] == 0
 
 
 def test_every_figure_is_reported(results: dict[str, Any]) -> None:
     for scenario in results["scenarios"]:
         figures = scenario["summary"]["figures"]
         assert set(figures) == {key for key, _ in FIGURES}
+        # Coach streamed on every turn (none held for checking), so its first token was measured.
+        assert figures["coach_first_token_app_ms"]["n"] == scenario["summary"]["turns"]
         for key in CORE_FIGURES:
             assert figures[key]["n"] > 0, key
             assert figures[key]["p50"] is not None
