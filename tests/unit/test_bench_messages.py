@@ -1,7 +1,7 @@
 """The benchmark's messages are ordinary coaching talk: the crisis pre-gate must not answer one
 with the card, or that coachee's later replies are held until checked (no stream) and Coach's
 first token goes unmeasured. It did, unnoticed, for a day: see docs/crisis-safety.md, "A false
-card in the benchmark"."""
+card in the benchmark's messages"."""
 
 from __future__ import annotations
 
