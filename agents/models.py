@@ -291,6 +291,14 @@ class Turn(models.Model):
         blank=True,
         help_text="Which crisis layer fired at accept and why: a pattern's id, or the classifier's score and n-grams.",
     )
+    # A coach who read the turn found the pre-gate's crisis card a false alarm: the turn no longer
+    # holds the coachee's later replies for checking (reply_gate.risks_known); the card, the
+    # signal and the escalation stay as they were, for the record.
+    crisis_dismissed_at = models.DateTimeField(null=True, blank=True)
+    crisis_dismissed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    crisis_dismissal_note = models.TextField(blank=True)
     started_at = models.DateTimeField(auto_now_add=True)
     deadline_at = models.DateTimeField()
     coach_done_at = models.DateTimeField(null=True, blank=True)

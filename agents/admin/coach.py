@@ -33,7 +33,14 @@ from agents.admin.coach_records import (
 from agents.admin.scoping import CoacheeScopedMixin, coachee_filter, scope_for, scoped_coachees
 from agents.models import Annotation, BlackboardVersion, CoachInboxMark, CoachingSession, Escalation, Turn
 from agents.review import labels
-from agents.review.annotations import AlreadyLatestError, annotation_add, inbox_mark_seen, turns_flag
+from agents.review.annotations import (
+    AlreadyLatestError,
+    NoCrisisCardError,
+    annotation_add,
+    crisis_card_dismiss,
+    inbox_mark_seen,
+    turns_flag,
+)
 from agents.review.export import session_export_rows, turn_export_rows
 from agents.review.overview import coachee_overview, coachee_rows
 from agents.review.queue import QUEUE_REASONS, flagged_summaries, inbox, queue_rows, review_queue
@@ -143,6 +150,11 @@ class CoachingSessionAdmin(ExportCsvMixin, admin.ModelAdmin):
                 wrap(require_POST(self.annotate_view)),
                 name="agents_coachingsession_annotate",
             ),
+            path(
+                "<path:object_id>/review/turns/<int:turn_id>/crisis-dismiss/",
+                wrap(require_POST(self.crisis_dismiss_view)),
+                name="agents_coachingsession_crisis_dismiss",
+            ),
             *super().get_urls(),
         ]
 
@@ -191,12 +203,15 @@ class CoachingSessionAdmin(ExportCsvMixin, admin.ModelAdmin):
             change_url=reverse("admin:agents_coachingsession_change", args=[session.pk]),
         )
 
-    def annotate_view(self, request: HttpRequest, object_id: str, turn_id: int) -> HttpResponse:
-        session = self._session_or_404(request, object_id)
-        turn_admin = self._related_admin(Turn)
-        turn = turn_admin.get_queryset(request).filter(session=session, pk=turn_id).first()
+    def _turn_or_404(self, request: HttpRequest, session: CoachingSession, turn_id: int) -> Turn:
+        turn = self._related_admin(Turn).get_queryset(request).filter(session=session, pk=turn_id).first()
         if turn is None:
             raise Http404("No such turn.")
+        return turn
+
+    def annotate_view(self, request: HttpRequest, object_id: str, turn_id: int) -> HttpResponse:
+        session = self._session_or_404(request, object_id)
+        turn = self._turn_or_404(request, session, turn_id)
         if not self._can_annotate(request):
             raise PermissionDenied
         form = AnnotationReviewForm(request.POST)
@@ -212,6 +227,23 @@ class CoachingSessionAdmin(ExportCsvMixin, admin.ModelAdmin):
             messages.success(request, f"Your annotation on turn {turn.pk} is saved.")
         else:
             messages.error(request, " ".join(str(e) for errors in form.errors.values() for e in errors))
+        return HttpResponseRedirect(_review_url(session.pk, turn.pk))
+
+    def crisis_dismiss_view(self, request: HttpRequest, object_id: str, turn_id: int) -> HttpResponse:
+        """A coach who may annotate the turn finds its crisis card a false alarm."""
+        session = self._session_or_404(request, object_id)
+        turn = self._turn_or_404(request, session, turn_id)
+        if not self._can_annotate(request):
+            raise PermissionDenied
+        try:
+            turn = crisis_card_dismiss(
+                turn_id=turn.pk, author_id=request_user_id(request), note=request.POST.get("note", "")[:500]
+            )
+        except NoCrisisCardError as refused:
+            messages.error(request, str(refused))
+        else:
+            self._related_admin(Turn).log_change(request, turn, "Found its crisis card a false alarm.")
+            messages.success(request, f"Turn {turn.pk}'s crisis card is marked a false alarm.")
         return HttpResponseRedirect(_review_url(session.pk, turn.pk))
 
     def coachees_view(self, request: HttpRequest) -> HttpResponse:

@@ -114,6 +114,11 @@ CRISIS_HITS = Counter(
     "Crisis pre-gate hits by detector layer (pattern, classifier), category and level.",
     ["layer", "category", "level"],
 )
+CRISIS_DISMISSALS = Counter(
+    "coaching_crisis_dismissals",
+    "Crisis cards a coach found a false alarm, by the pre-gate layer that gave them: the false cards of real use.",
+    ["layer", "category"],
+)
 CONTROL_TOKENS = Counter(
     "coaching_control_tokens",
     "Coachee messages that carried chat-template control tokens (neutralised before any model read them).",
@@ -332,6 +337,11 @@ def crisis_hit(*, layer: str, category: str, level: str) -> None:
         return
     category_label = _one_of(category, _enum_values("category"))
     CRISIS_HITS.labels(_one_of(layer, CRISIS_LAYERS), category_label, _one_of(level, _enum_values("level"))).inc()
+
+
+def crisis_dismissed(*, layer: str, category: str) -> None:
+    if enabled():
+        CRISIS_DISMISSALS.labels(_one_of(layer, CRISIS_LAYERS), _one_of(category, _enum_values("category"))).inc()
 
 
 def ws_connected() -> None:

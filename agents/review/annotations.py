@@ -6,6 +6,7 @@ consistent.
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 
 from django.db import transaction
@@ -13,6 +14,7 @@ from django.utils import timezone
 
 from agents.memory import edits
 from agents.models import Annotation, BlackboardVersion, CoachInboxMark, Turn
+from agents.observability import metrics
 
 
 class NothingToAnnotateError(ValueError):
@@ -21,6 +23,10 @@ class NothingToAnnotateError(ValueError):
 
 class AlreadyLatestError(ValueError):
     """Reverting to the latest version would change nothing."""
+
+
+class NoCrisisCardError(ValueError):
+    """Only a turn the crisis pre-gate answered with the card can be found a false alarm, once."""
 
 
 def annotation_add(
@@ -47,6 +53,32 @@ def turns_flag(*, turn_ids: list[int], author_id: int, note: str = "") -> int:
     new = [Annotation(turn_id=turn_id, author_id=author_id, flagged=True, note=note) for turn_id in turn_ids]
     created = Annotation.objects.bulk_create([a for a in new if a.turn_id not in already])
     return len(created)
+
+
+def crisis_card_dismiss(*, turn_id: int, author_id: int, note: str) -> Turn:
+    """A coach who read the turn finds its crisis card a false alarm (the why is required). The
+    card, the signal and the escalation stay on the turn; only the hold on the coachee's later
+    replies (reply_gate.risks_known) ends, and the false card is counted by the layer that gave it."""
+    note = note.strip()
+    if not note:
+        raise NoCrisisCardError("Say why the card was a false alarm.")
+    with transaction.atomic():
+        turn = Turn.objects.select_for_update().get(pk=turn_id)
+        if not turn.crisis_signal:
+            raise NoCrisisCardError(f"Turn {turn_id} got no crisis card from the pre-gate.")
+        if turn.crisis_dismissed_at is not None:
+            raise NoCrisisCardError(f"Turn {turn_id}'s crisis card was already found a false alarm.")
+        turn.crisis_dismissed_at = timezone.now()
+        turn.crisis_dismissed_by_id = author_id
+        turn.crisis_dismissal_note = note
+        turn.save(update_fields=["crisis_dismissed_at", "crisis_dismissed_by", "crisis_dismissal_note"])
+        signal = turn.crisis_signal
+        transaction.on_commit(
+            functools.partial(
+                metrics.crisis_dismissed, layer=str(signal.get("layer", "")), category=str(signal.get("category", ""))
+            )
+        )
+    return turn
 
 
 def blackboard_revert(*, coachee_id: int, version_id: int, by_user_id: int) -> BlackboardVersion:

@@ -115,7 +115,8 @@ class SessionReview:
 
 
 def _turns_with_everything(turns: QuerySet[Turn]) -> QuerySet[Turn]:
-    return turns.select_related("user_message", "coach_message", "synth_message").prefetch_related(
+    related = ("user_message", "coach_message", "synth_message", "crisis_dismissed_by")
+    return turns.select_related(*related).prefetch_related(
         Prefetch("agent_runs", queryset=AgentRun.objects.select_related("prompt_version").order_by("started_at", "pk")),
         "conflicts",
         Prefetch("annotations", queryset=Annotation.objects.select_related("author").order_by("created_at", "pk")),

@@ -248,6 +248,10 @@ def probe_everything(probe: Probe) -> None:
                 reverse("admin:agents_coachingsession_annotate", args=[turn.session_id, turn.pk]),
                 {"rating": "1", "flagged": "on", "note": "hijacked"},
             )
+            probe.post(
+                reverse("admin:agents_coachingsession_crisis_dismiss", args=[turn.session_id, turn.pk]),
+                {"note": "hijacked"},
+            )
         for version in convo.versions:
             probe.post(reverse("admin:agents_coachingsession_revert", args=[convo.coachee.pk, version.pk]), {})
         # Annotations through their own admin, pointed at the others' turns.
