@@ -35,7 +35,7 @@ from agents.models import Annotation, BlackboardVersion, CoachInboxMark, Coachin
 from agents.review import labels
 from agents.review.annotations import (
     AlreadyLatestError,
-    NoCrisisCardError,
+    DismissalRefusedError,
     annotation_add,
     crisis_card_dismiss,
     inbox_mark_seen,
@@ -239,7 +239,7 @@ class CoachingSessionAdmin(ExportCsvMixin, admin.ModelAdmin):
             turn = crisis_card_dismiss(
                 turn_id=turn.pk, author_id=request_user_id(request), note=request.POST.get("note", "")[:500]
             )
-        except NoCrisisCardError as refused:
+        except DismissalRefusedError as refused:
             messages.error(request, str(refused))
         else:
             self._related_admin(Turn).log_change(request, turn, "Found its crisis card a false alarm.")

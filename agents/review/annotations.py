@@ -25,8 +25,9 @@ class AlreadyLatestError(ValueError):
     """Reverting to the latest version would change nothing."""
 
 
-class NoCrisisCardError(ValueError):
-    """Only a turn the crisis pre-gate answered with the card can be found a false alarm, once."""
+class DismissalRefusedError(ValueError):
+    """A crisis card is found a false alarm with a reason, once, and only on a turn the crisis
+    pre-gate answered with the card."""
 
 
 def annotation_add(
@@ -61,13 +62,13 @@ def crisis_card_dismiss(*, turn_id: int, author_id: int, note: str) -> Turn:
     replies (reply_gate.risks_known) ends, and the false card is counted by the layer that gave it."""
     note = note.strip()
     if not note:
-        raise NoCrisisCardError("Say why the card was a false alarm.")
+        raise DismissalRefusedError("Say why the card was a false alarm.")
     with transaction.atomic():
         turn = Turn.objects.select_for_update().get(pk=turn_id)
         if not turn.crisis_signal:
-            raise NoCrisisCardError(f"Turn {turn_id} got no crisis card from the pre-gate.")
+            raise DismissalRefusedError(f"Turn {turn_id} got no crisis card from the pre-gate.")
         if turn.crisis_dismissed_at is not None:
-            raise NoCrisisCardError(f"Turn {turn_id}'s crisis card was already found a false alarm.")
+            raise DismissalRefusedError(f"Turn {turn_id}'s crisis card was already found a false alarm.")
         turn.crisis_dismissed_at = timezone.now()
         turn.crisis_dismissed_by_id = author_id
         turn.crisis_dismissal_note = note

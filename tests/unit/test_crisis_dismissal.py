@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from agents.models import Escalation, Message, Role, Turn
 from agents.pipeline import reply_gate
-from agents.review.annotations import NoCrisisCardError, crisis_card_dismiss
+from agents.review.annotations import DismissalRefusedError, crisis_card_dismiss
 from agents.safety import quality
 from tests.support.conversations import Conversation, build_conversation
 from tests.support.metrics import scraped
@@ -76,18 +76,18 @@ def test_a_dismissed_card_no_longer_holds_the_coachees_replies(
 @pytest.mark.parametrize("note", ["", "   "])
 def test_a_dismissal_says_why(convo: Conversation, coach: Any, note: str) -> None:
     card = carded(convo.turns[0])
-    with pytest.raises(NoCrisisCardError, match="Say why"):
+    with pytest.raises(DismissalRefusedError, match="Say why"):
         crisis_card_dismiss(turn_id=card.pk, author_id=coach.pk, note=note)
     card.refresh_from_db()
     assert card.crisis_dismissed_at is None
 
 
 def test_only_a_card_and_only_once(convo: Conversation, coach: Any) -> None:
-    with pytest.raises(NoCrisisCardError, match="no crisis card"):
+    with pytest.raises(DismissalRefusedError, match="no crisis card"):
         crisis_card_dismiss(turn_id=convo.turns[2].pk, author_id=coach.pk, note="nothing to dismiss")
     card = carded(convo.turns[0])
     crisis_card_dismiss(turn_id=card.pk, author_id=coach.pk, note="first")
-    with pytest.raises(NoCrisisCardError, match="already"):
+    with pytest.raises(DismissalRefusedError, match="already"):
         crisis_card_dismiss(turn_id=card.pk, author_id=coach.pk, note="second")
     card.refresh_from_db()
     assert card.crisis_dismissal_note == "first"
