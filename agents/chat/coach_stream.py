@@ -1,7 +1,7 @@
 """Coach's stream, on the event loop: the prepared request goes out first, the turn's canvas is
 queued once it is out, and the reply is relayed to the session's group in small checked batches.
 
-Tokens go out every COACHING_COACH_DELTA_BATCH_MS; the partial text is saved every
+Checked tokens go out at most every COACHING_COACH_DELTA_BATCH_MS; the partial text is saved every
 COACHING_COACH_SNAPSHOT_S so a client that reconnects mid-stream gets what exists so far, then
 the rest live. Everything that reads or writes the database is in coach.py, called on a
 database thread (db_call).
@@ -130,17 +130,20 @@ async def coach_relay(
     snapshot_s = settings.COACHING_COACH_SNAPSHOT_S
     text = ""
     sent = 0  # characters of `text` already relayed
+    checked_words = 0  # of `text`, passed the gate (all of it relayed)
     last_snapshot = time.monotonic()
-    last_flush = -math.inf  # the first piece goes out at once: it is what the coachee waits for
+    # The batch window paces what is relayed, from the last relay: a piece that brings the words
+    # the check waits for goes out at once when the window is over, not at the next tick. The
+    # first relay has no window before it: it is what the coachee waits for.
+    last_relay = -math.inf
     status = MessageStatus.COMPLETE
     error: LLMError | None = None
 
-    checked_words = 0  # of `text`, passed the gate (all of it relayed)
-
-    async def flush(*, ended: bool = False) -> None:
-        nonlocal sent, last_flush, checked_words
-        last_flush = time.monotonic()
+    async def relay_if_due(*, ended: bool = False) -> None:
+        nonlocal sent, last_relay, checked_words
         if sent == len(text) or layer is None or call.hold:  # held: shown by coach.done once checked
+            return
+        if not ended and time.monotonic() - last_relay < batch_s:
             return
         words = len(text.split())
         due = LIVE_CHECK_FIRST_WORDS if sent == 0 else checked_words + LIVE_CHECK_EVERY_WORDS
@@ -159,19 +162,19 @@ async def coach_relay(
             "text": text[sent:],
         }
         sent = len(text)
+        last_relay = time.monotonic()
         await layer.group_send(group, {"type": "coach.delta", "event": event})
 
     try:
         async for piece in pieces:
             text += piece
+            await relay_if_due()
             now = time.monotonic()
-            if now - last_flush >= batch_s:
-                await flush()
             if now - last_snapshot >= snapshot_s and not call.hold:
                 last_snapshot = now
                 # What was relayed (checked): a tab that resumes shows this.
                 await db_call(coach_snapshot)(message_id=call.message_id, text=text[:sent])
-        await flush(ended=True)
+        await relay_if_due(ended=True)
     except LiveCheckFailed:
         logger.info(
             "coach's reply on turn %s stopped while streaming: %s", call.turn_id, quality.summary(call.live_findings)

@@ -97,6 +97,22 @@ def test_the_first_checked_words_are_relayed_at_once_and_later_ones_in_batches(
     assert first_at < 0.05, f"the first piece waited {first_at:.3f} s for a batch"
 
 
+@override_settings(COACHING_COACH_DELTA_BATCH_MS=300, COACHING_COACH_SNAPSHOT_S=3600)
+def test_the_words_the_check_waits_for_go_out_when_they_come_not_at_the_next_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # One word every 10 ms, as a GPU writes them: the eighth comes ~70 ms in, well inside the
+    # batch window that began with the first word (which was too few to judge).
+    words = FIRST.split(" ")
+    stream = Stream(*((0.01, word if i == 0 else " " + word) for i, word in enumerate(words)))
+    layer, started = relay(a_call(), stream, monkeypatch)
+
+    first_at, first = layer.sent[0][0] - started, layer.sent[0][1]["text"]
+    assert len(first.split()) == coach_stream.LIVE_CHECK_FIRST_WORDS
+    assert first_at < 0.2, f"the first checked words waited {first_at:.3f} s for the batch window"
+    assert "".join(event["text"] for _, event in layer.sent) == FIRST
+
+
 @override_settings(COACHING_COACH_DELTA_BATCH_MS=0, COACHING_COACH_SNAPSHOT_S=3600)
 def test_the_first_words_wait_until_there_are_enough_to_judge(monkeypatch: pytest.MonkeyPatch) -> None:
     words = FIRST.split(" ")
