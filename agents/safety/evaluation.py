@@ -39,7 +39,7 @@ SETS = {
     "blind31": "crisis_blind31.tsv",  # decided blind sets 25-30 as training (not adopted); misses never read
     "blind32": "crisis_blind32.tsv",  # decided 5-7-word messages at a lower bar (adopted); misses never read
     "blind33": "crisis_blind33.tsv",  # decided blind sets 31 and 32 as training (not adopted); misses never read
-    "blind34": "crisis_blind34.tsv",  # HEAD's reading only, so far; kept for the next question; misses never read
+    "blind34": "crisis_blind34.tsv",  # decided blind sets 31-33 as training (not adopted); misses never read
 }
 
 
