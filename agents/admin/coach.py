@@ -316,6 +316,24 @@ class CoachingSessionAdmin(ExportCsvMixin, admin.ModelAdmin):
 # --- Turns, with the review queue -------------------------------------------------------
 
 
+class CrisisCardFilter(admin.SimpleListFilter):
+    """Turns the crisis pre-gate answered with the card, standing or found a false alarm by a coach
+    (review.annotations.crisis_card_dismiss): the false alarms of real use, in one list."""
+
+    title = "crisis card"
+    parameter_name = "crisis_card"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("standing", "standing"), ("false_alarm", "found a false alarm")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() == "standing":
+            return queryset.filter(crisis_signal__isnull=False, crisis_dismissed_at__isnull=True)
+        if self.value() == "false_alarm":
+            return queryset.filter(crisis_dismissed_at__isnull=False)
+        return queryset
+
+
 @admin.register(Turn)
 class TurnAdmin(ExportCsvMixin, admin.ModelAdmin):
     coachee_path = "session__coachee"
@@ -330,7 +348,7 @@ class TurnAdmin(ExportCsvMixin, admin.ModelAdmin):
         "started_at",
         "review_link",
     ]
-    list_filter = ["status", "escalation", "degraded", "flagged", coachee_filter("session__coachee")]
+    list_filter = ["status", "escalation", CrisisCardFilter, "degraded", "flagged", coachee_filter("session__coachee")]
     list_select_related = ["session__coachee", "user_message"]
     search_fields = ["=id", "user_message__text", "session__coachee__username", "flag_reason"]
     date_hierarchy = "started_at"
@@ -363,6 +381,8 @@ class TurnAdmin(ExportCsvMixin, admin.ModelAdmin):
     @admin.display(description="needs review")
     def needs_review(self, obj: Turn) -> str:
         reasons = [f"escalation: {obj.get_escalation_display().lower()}"] if obj.escalation != Escalation.NONE else []
+        if obj.crisis_dismissed_at is not None:
+            reasons.append("crisis card found a false alarm")
         reasons += [label for label, on in (("degraded", obj.degraded), ("flagged", obj.flagged)) if on]
         return ", ".join(reasons) or "-"
 

@@ -111,6 +111,21 @@ def test_the_coach_marks_it_on_the_review_page(convo: Conversation, coach: Any) 
     assert url not in page  # no form once it is done
 
 
+def test_the_turn_list_finds_standing_cards_and_false_alarms(convo: Conversation, coach: Any) -> None:
+    standing, dismissed = carded(convo.turns[0]), carded(convo.turns[1])
+    crisis_card_dismiss(turn_id=dismissed.pk, author_id=coach.pk, note="About a workout, not about food.")
+    client = logged_in(coach)
+    changelist = reverse("admin:agents_turn_changelist")
+
+    def listed(value: str) -> set[int]:
+        page = client.get(f"{changelist}?crisis_card={value}").content.decode()
+        return {turn.pk for turn in convo.turns if f"?turn={turn.pk}#" in page}
+
+    assert listed("standing") == {standing.pk}
+    assert listed("false_alarm") == {dismissed.pk}
+    assert "crisis card found a false alarm" in client.get(f"{changelist}?crisis_card=false_alarm").content.decode()
+
+
 def test_a_coach_of_someone_else_cannot(convo: Conversation, seeded: None) -> None:
     card = carded(convo.turns[0])
     stranger = make_coach("coach_far")
