@@ -14,10 +14,7 @@ Two models, their crisis probabilities averaged:
   lands among the crisis rows ("I've been giving my things away", "quiero dormirme y no
   despertar").
 
-A long message is read in the pieces segments.py cuts it into; the most worrying piece counts,
-and its wording is weighed by a wording model of its own, fitted on pieces as the accept cuts them
-(`Fitted.long_crisis`), so that what a long training line says besides its crisis is not taught
-as crisis.
+A long message is read in the pieces segments.py cuts it into; the most worrying piece counts.
 
 Trained from the files in agents/safety/data/ (training.tsv: short plain phrases; written_*.tsv:
 longer, varied chat messages with hard everyday negatives, one writer a file; blind_set_*.tsv:
@@ -26,10 +23,10 @@ explained by the n-grams that weighed most, the embedding's share in the wording
 meaning model's own probability.
 
 Fitted once per version of the training data (and of this code, scikit-learn and the encoder),
-then kept on disk outside the repo, keyed by that hash; embedding and training take about
-nine and a half minutes on this project's 2-core machines (the meaning model's SVM, fitted once
-and three times more on folds for its Platt scaling, is most of it; the pieces of long lines,
-their embedding and their wording model, about a minute), loading the cached fit a few tens of milliseconds.
+then kept on disk outside the repo, keyed by that hash; embedding and training take about eight
+and a half minutes on this project's 2-core machines (the meaning model's SVM, fitted once and
+three times more on folds for its Platt scaling, is most of it), loading the cached fit a few
+tens of milliseconds.
 """
 
 from __future__ import annotations
@@ -37,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,7 +55,7 @@ from agents.safety.segments import CHUNK_CHARS, chunks, readable, sentences_of
 TRAINING_DIR = Path(__file__).parent / "data"
 TRAINING_FILES = tuple(sorted(TRAINING_DIR.glob("*.tsv")))
 # Bumped when features or the fit change, so an old cached fit is never loaded for new code.
-MODEL_VERSION = "5"
+MODEL_VERSION = "3"
 
 # Classes: what is not crisis, and the crisis categories the card and the review name.
 NOT_CRISIS = ("none", "distress")
@@ -122,18 +119,6 @@ _WORDS = re.compile(r"\w+")
 # (docs/crisis-safety.md, "Short messages at a lower bar" and "Withdrawn").
 SHORT_WORDS = 8
 SHORT_THRESHOLD = 0.7
-# A message over CHUNK_CHARS is weighed by the pieces' wording model (`Fitted.long_crisis`) and
-# brings the card at this bar. Chosen on the spent blind sets 25-34 (546 long crisis lines, 632
-# long everyday ones; docs/crisis-safety.md, "A wording model of its own for the pieces of long
-# messages"): HEAD's one model at 0.8 caught 510 and flagged 111; the pieces' model at 0.7 catches
-# 521 and flags 93 (0.65: 524 / 103; 0.75: 511 / 88), and catches more, or as many, on every one
-# of the ten sets but one (blind set 31: 51 against 53).
-LONG_THRESHOLD = 0.7
-
-
-def is_long(text: str) -> bool:
-    """Read in pieces (segments.chunks), by the pieces' wording model, at LONG_THRESHOLD."""
-    return len(text) > CHUNK_CHARS
 
 
 def too_short(text: str) -> bool:
@@ -184,30 +169,6 @@ MEANING_GAMMA = 1.0
 # install: the cache grows to what the rows need, ~1.6 GB for 20,000 rows as float32, ~0.7 GB
 # for a fold (two folds side by side).
 SVM_CACHE_MB = 2048
-
-
-def pieces_of_long_lines(
-    texts: list[str], labels: list[str], ngrams: Callable[[Sequence[str]], scipy.sparse.csr_matrix]
-) -> tuple[list[str], list[str]]:
-    """The long training lines (over CHUNK_CHARS) as the accept reads a long message: each
-    everyday line as all its readable pieces, with its label; each crisis line as its one piece
-    that a quick model of the short lines' n-grams reads as most worrying. A long crisis line is
-    mostly a week's ordinary news with the crisis said once: fitted whole, that news is taught as
-    crisis, and an ordinary week's piece then reads as one."""
-    is_crisis = [label in CATEGORIES for label in labels]
-    short = [i for i, text in enumerate(texts) if not is_long(text)]
-    quick = LogisticRegression(C=10.0, class_weight="balanced", solver="liblinear")
-    quick.fit(ngrams([texts[i] for i in short]), [is_crisis[i] for i in short])
-    piece_texts, piece_labels = [], []
-    for text, label, crisis in zip(texts, labels, is_crisis, strict=True):
-        if not is_long(text):
-            continue
-        pieces = [piece for piece in chunks(text) if readable(piece)]
-        if pieces and crisis:
-            pieces = [pieces[int(np.argmax(quick.decision_function(ngrams(pieces))))]]
-        piece_texts += pieces
-        piece_labels += [label] * len(pieces)
-    return piece_texts, piece_labels
 
 
 def _svm() -> SVC:
@@ -261,9 +222,6 @@ class Fitted:
     vectorizer: TfidfVectorizer  # character n-grams
     words: TfidfVectorizer  # word uni- and bigrams
     crisis: LogisticRegression  # the wording model
-    # The wording model for a long message's pieces: fitted on the lines whole and, beside them,
-    # on the long lines' pieces (`pieces_of_long_lines`).
-    long_crisis: LogisticRegression
     meaning: MeaningModel
     category: LogisticRegression
     distress: LogisticRegression
@@ -291,7 +249,6 @@ def fit(texts: list[str], labels: list[str], *, embeddings: np.ndarray | None = 
             analyzer="word", ngram_range=(1, 2), sublinear_tf=True, preprocessor=model_text, dtype=np.float32
         ).fit(texts),
         crisis=LogisticRegression(),
-        long_crisis=LogisticRegression(),
         meaning=MeaningModel.fit(embeddings, is_crisis),
         category=LogisticRegression(),
         distress=LogisticRegression(),
@@ -299,12 +256,6 @@ def fit(texts: list[str], labels: list[str], *, embeddings: np.ndarray | None = 
     features = fitted.features(texts, embeddings)
     # Balanced: crisis rows are few next to everyday text. liblinear: binary and fast (~0.1 s).
     fitted.crisis = LogisticRegression(C=c, class_weight="balanced", solver="liblinear").fit(features, is_crisis)
-    piece_texts, piece_labels = pieces_of_long_lines(texts, labels, fitted.ngrams)
-    pieces = fitted.features(piece_texts, embed(piece_texts)) if piece_texts else features[:0]
-    fitted.long_crisis = LogisticRegression(C=c, class_weight="balanced", solver="liblinear").fit(
-        scipy.sparse.vstack([features, pieces], format="csr"),
-        np.concatenate([is_crisis, [label in CATEGORIES for label in piece_labels]]),
-    )
     fitted.category = LogisticRegression(C=c, max_iter=2000).fit(
         features[is_crisis], [label for label, hit in zip(labels, is_crisis, strict=True) if hit]
     )
@@ -326,36 +277,17 @@ class Score:
     meaning: float = 0.0
     features: list[str] = field(default_factory=list)
     embedding_share: float = 0.0
-    long: bool = False  # read by the pieces' wording model (a message over CHUNK_CHARS)
     # The most worrying piece and its embedding, kept for `explain` (nothing is embedded twice).
     piece: str = field(default="", repr=False)
     embedding: np.ndarray | None = field(default=None, repr=False, compare=False)
-
-
-@dataclass(frozen=True)
-class Wording:
-    """A wording model with its weights split: the n-grams' (which pieces of a long message are
-    embedded) and the embedding's (its share in a decision)."""
-
-    model: LogisticRegression
-    ngram_weights: np.ndarray
-    embedding_weights: np.ndarray
-
-    @classmethod
-    def of(cls, model: LogisticRegression, ngram_count: int) -> Wording:
-        weights = model.coef_[0]
-        return cls(model, weights[:ngram_count], weights[ngram_count:] * EMBED_WEIGHT)
 
 
 class Detector:
     def __init__(self, fitted: Fitted) -> None:
         self.fitted = fitted
         self._names = np.concatenate([fitted.vectorizer.get_feature_names_out(), fitted.words.get_feature_names_out()])
-        self._whole = Wording.of(fitted.crisis, len(self._names))
-        self._pieces = Wording.of(fitted.long_crisis, len(self._names))
-
-    def _wording(self, long: bool) -> Wording:
-        return self._pieces if long else self._whole
+        self._ngram_weights = fitted.crisis.coef_[0, : len(self._names)]
+        self._embedding_weights = fitted.crisis.coef_[0, len(self._names) :] * EMBED_WEIGHT
 
     def _read(self, text: str) -> tuple[list[str], np.ndarray, scipy.sparse.csr_matrix] | None:
         """The message's readable pieces, their embeddings and features."""
@@ -366,7 +298,7 @@ class Detector:
         if len(pieces) > EMBED_CHUNKS:
             # The n-grams' half of the decision is cheap for every piece: embed the ones it
             # finds most worrying, so a crisis sentence inside a long message is still read.
-            leaning = ngrams @ self._wording(is_long(text)).ngram_weights
+            leaning = ngrams @ self._ngram_weights
             kept = sorted(np.argsort(leaning)[::-1][:EMBED_CHUNKS])
             pieces, ngrams = [pieces[i] for i in kept], ngrams[kept]
         embeddings = embed(pieces)
@@ -378,35 +310,26 @@ class Detector:
         if read is None:
             return Score(crisis=0.0, category=CATEGORIES[0])
         pieces, embeddings, features = read
-        long = is_long(text)
-        wording, meaning = self._probabilities(self._wording(long), embeddings, features)
+        wording, meaning = self._probabilities(embeddings, features)
         worst = int(np.argmax(wording + meaning))
         category = str(self.fitted.category.predict(features[worst])[0])
-        return self._score(pieces, embeddings, wording, meaning, worst, category, long=long)
+        return self._score(pieces, embeddings, wording, meaning, worst, category)
 
     def _probabilities(
-        self, wording: Wording, embeddings: np.ndarray, features: scipy.sparse.csr_matrix
+        self, embeddings: np.ndarray, features: scipy.sparse.csr_matrix
     ) -> tuple[np.ndarray, np.ndarray]:
         """Each piece's crisis probability by the wording model and by the meaning model."""
-        return wording.model.predict_proba(features)[:, 1], self.fitted.meaning.probability(embeddings)
+        return self.fitted.crisis.predict_proba(features)[:, 1], self.fitted.meaning.probability(embeddings)
 
     @staticmethod
     def _score(
-        pieces: list[str],
-        embeddings: np.ndarray,
-        wording: np.ndarray,
-        meaning: np.ndarray,
-        i: int,
-        category: str,
-        *,
-        long: bool,
+        pieces: list[str], embeddings: np.ndarray, wording: np.ndarray, meaning: np.ndarray, i: int, category: str
     ) -> Score:
         return Score(
             float((wording[i] + meaning[i]) / 2),
             category,
             wording=float(wording[i]),
             meaning=float(meaning[i]),
-            long=long,
             piece=pieces[i],
             embedding=embeddings[i],
         )
@@ -417,24 +340,21 @@ class Detector:
         records)."""
         if score.embedding is None:
             return score
-        wording = self._wording(score.long)
         ngrams = self.fitted.ngrams([score.piece])
-        weights = ngrams.data * wording.ngram_weights[ngrams.indices]
+        weights = ngrams.data * self._ngram_weights[ngrams.indices]
         order = np.argsort(weights)[::-1][:5]
         top = [str(self._names[ngrams.indices[i]]) for i in order if weights[i] > 0]
-        share = float(score.embedding @ wording.embedding_weights)
+        share = float(score.embedding @ self._embedding_weights)
         return dataclasses.replace(score, features=top, embedding_share=share)
 
     def sentences(self, sentences: list[str]) -> tuple[list[Score], np.ndarray]:
-        """Each sentence's own score and its distress-or-worse probability, embedded together
-        (the sentences of a short message: the whole lines' wording model)."""
+        """Each sentence's own score and its distress-or-worse probability, embedded together."""
         embeddings = embed(sentences)
         features = self.fitted.features(sentences, embeddings)
-        wording, meaning = self._probabilities(self._whole, embeddings, features)
+        wording, meaning = self._probabilities(embeddings, features)
         categories = self.fitted.category.predict(features)
         scores = [
-            self._score(sentences, embeddings, wording, meaning, i, str(categories[i]), long=False)
-            for i in range(len(sentences))
+            self._score(sentences, embeddings, wording, meaning, i, str(categories[i])) for i in range(len(sentences))
         ]
         return scores, self.fitted.distress.predict_proba(features)[:, 1]
 
@@ -480,7 +400,7 @@ def warm() -> None:
 def prepare() -> None:
     """Fit and cache the model before the app or the tests start (scripts/lib.sh), so no first
     message and no test pays for a fit."""
-    model_cache.announce_fit(CACHE_KIND, training_digest(), "crisis classifier", "~10 minutes")
+    model_cache.announce_fit(CACHE_KIND, training_digest(), "crisis classifier", "~9 minutes")
     warm()
 
 
@@ -515,7 +435,7 @@ def classify(text: str, history: list[str] | None = None) -> ClassifierHit | Non
         return None
     model = detector()
     current = model.score(text)
-    bar = SHORT_THRESHOLD if words < SHORT_WORDS else LONG_THRESHOLD if is_long(text) else THRESHOLD
+    bar = SHORT_THRESHOLD if words < SHORT_WORDS else THRESHOLD
     # Whether the message talks *about* the subject is read only where it decides something: its
     # dozen regular expressions cost up to ~7 ms over 4,000 characters.
     if current.crisis >= bar and (current.crisis >= THRESHOLD_INFORMATIONAL or not _about(text)):
@@ -535,7 +455,7 @@ def _sentence_hit(model: Detector, text: str) -> ClassifierHit | None:
     """A short message read sentence by sentence (not one that talks about the subject: someone
     else's loss, the news): a sentence that reads as crisis on its own, or a means or eating
     sentence beside a distressed one."""
-    sentences = [s for s in sentences_of(text) if readable(s)] if not is_long(text) else []
+    sentences = [s for s in sentences_of(text) if readable(s)] if len(text) <= CHUNK_CHARS else []
     if not 2 <= len(sentences) <= CONTEXT_SENTENCES or _about(text):
         return None
     scores, distress = model.sentences(sentences)

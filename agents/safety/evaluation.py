@@ -40,9 +40,9 @@ SETS = {
     "blind32": "crisis_blind32.tsv",  # decided 5-7-word messages at a lower bar (adopted); misses never read
     "blind33": "crisis_blind33.tsv",  # decided blind sets 31 and 32 as training (not adopted); misses never read
     "blind34": "crisis_blind34.tsv",  # decided blind sets 31-33 as training (not adopted); misses never read
-    "blind35": "crisis_blind35.tsv",  # decided, with 36, the long pieces' model (adopted); English lines seen
-    "blind36": "crisis_blind36.tsv",  # decided, with 35, the long pieces' model (adopted); misses never read
-    "blind37": "crisis_blind37.tsv",  # read by the long pieces' model and the one before; misses never read
+    "blind35": "crisis_blind35.tsv",  # decided, with 36, the long pieces' model (not adopted); English lines seen
+    "blind36": "crisis_blind36.tsv",  # decided, with 35, the long pieces' model (not adopted); misses never read
+    "blind37": "crisis_blind37.tsv",  # read with and without the long pieces' model; misses never read
 }
 
 

@@ -300,62 +300,6 @@ def test_a_short_message_is_read_at_a_lower_bar(monkeypatch: Any) -> None:
     assert classifier.classify(opener) is None
 
 
-def test_a_long_message_is_read_at_its_own_bar(monkeypatch: Any) -> None:
-    """A message over CHUNK_CHARS is weighed by the pieces' wording model, at LONG_THRESHOLD
-    (docs/crisis-safety.md, "A wording model of its own for the pieces of long messages")."""
-    between = (classifier.LONG_THRESHOLD + classifier.THRESHOLD) / 2
-    short = "nothing is left for me now, after the whole week at work"
-    long = short + ". " + "I kept my mornings free for the quarterly plan and for my runs. " * 4
-    assert not classifier.is_long(short)
-    assert classifier.is_long(long)
-    fake = _Scores({text: (classifier.Score(between, "suicide"), 0.0) for text in (short, long)})
-    monkeypatch.setattr(classifier, "detector", lambda: fake)
-    assert classifier.classify(short) is None
-    assert classifier.classify(long) is not None
-
-
-def test_the_pieces_of_a_long_message_are_weighed_by_their_own_wording_model() -> None:
-    model = classifier.detector()
-    filler = "We talked about the quarterly plan and how I want to structure my mornings. " * 4
-    read_long = model.score(filler + "Some nights I wish I could just not wake up anymore. " + filler)
-    assert read_long.long
-    assert read_long.embedding is not None
-    features = model.fitted.features([read_long.piece], read_long.embedding[None, :])
-    assert read_long.wording == pytest.approx(model.fitted.long_crisis.predict_proba(features)[0, 1], abs=1e-6)
-    read_short = model.score(read_long.piece)  # the same words as a short message of their own
-    assert not read_short.long
-    assert read_short.wording == pytest.approx(model.fitted.crisis.predict_proba(features)[0, 1], abs=1e-6)
-    embedding_weights = model.fitted.long_crisis.coef_[0, -read_long.embedding.size :] * classifier.EMBED_WEIGHT
-    assert model.explain(read_long).embedding_share == pytest.approx(float(read_long.embedding @ embedding_weights))
-
-
-def test_a_long_training_line_is_fitted_as_the_pieces_the_accept_reads() -> None:
-    """A long crisis line is mostly ordinary news with the crisis said once: the pieces' model
-    learns its crisis piece alone, and every piece of a long everyday line."""
-    week = (
-        "This week I kept the no-screens-after-ten rule on four evenings out of seven. "
-        "I also went for a run on Saturday with my sister, which felt good. "
-        "At work the quarterly review went better than I expected and my manager was kind. "
-    )
-    texts = [
-        "I want to end my life",
-        "I have pills saved up so I can die",
-        "I had a good run today",
-        "work was fine this week",
-        week + "Honestly I have decided to end my life on Sunday, I have the pills saved up.",
-        week + "Next week I want to keep going with the runs.",
-    ]
-    labels = ["suicide", "suicide", "none", "none", "suicide", "none"]
-    assert [classifier.is_long(text) for text in texts] == [False] * 4 + [True] * 2
-    pieces, piece_labels = classifier.pieces_of_long_lines(texts, labels, classifier.detector().fitted.ngrams)
-    crisis = [piece for piece, label in zip(pieces, piece_labels, strict=True) if label == "suicide"]
-    assert len(crisis) == 1
-    assert "end my life" in crisis[0]
-    everyday = [piece for piece, label in zip(pieces, piece_labels, strict=True) if label == "none"]
-    assert everyday == [piece for piece in segments.chunks(texts[5]) if segments.readable(piece)]
-    assert len(everyday) > 1
-
-
 class _Scores:
     """A detector with fixed scores by text, to check the decision rule itself."""
 
