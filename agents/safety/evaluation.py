@@ -43,7 +43,7 @@ SETS = {
     "blind35": "crisis_blind35.tsv",  # decided, with 36, the long pieces' model (not adopted); English lines seen
     "blind36": "crisis_blind36.tsv",  # decided, with 35, the long pieces' model (not adopted); misses never read
     "blind37": "crisis_blind37.tsv",  # read with and without the long pieces' model; misses never read
-    "blind38": "crisis_blind38.tsv",  # long messages only: decides the long pieces' model; misses never read
+    "blind38": "crisis_blind38.tsv",  # long messages only: decided the long pieces' model (not adopted)
 }
 
 
