@@ -105,19 +105,13 @@ def wait_for_turns_to_end(session_ids: list[int], *, timeout_s: float) -> list[T
 
 def _coachees_and_sessions(rows: list[dict[str, str]]) -> list[tuple[CoachingSession, str]]:
     """One session per message, in the message's language; (session, login cookie) each."""
-    out = []
-    for index, row in enumerate(rows):
-        username = f"crisis-{index // MESSAGES_PER_COACHEE}"
-        user = get_user_model().objects.filter(username=username).first() or make_coachee(username)
-        session = sessions.session_start(user_id=user.pk, locale=row["lang"])
-        out.append((session, login_cookie(username, "")))
-    return out
+    return [_session_of(f"crisis-{index // MESSAGES_PER_COACHEE}", row["lang"]) for index, row in enumerate(rows)]
 
 
-def _retry_session(row: dict[str, str], index: int) -> tuple[CoachingSession, str]:
-    username = f"crisis-again-{index}"
+def _session_of(username: str, lang: str) -> tuple[CoachingSession, str]:
+    """A new session of this coachee (made on first use), and their login cookie."""
     user = get_user_model().objects.filter(username=username).first() or make_coachee(username)
-    return sessions.session_start(user_id=user.pk, locale=row["lang"]), login_cookie(username, "")
+    return sessions.session_start(user_id=user.pk, locale=lang), login_cookie(username, "")
 
 
 async def _send_timed(
@@ -140,7 +134,7 @@ async def _slow_twice(
     The suite runs its two groups side by side on two cores, and a stall of the whole machine
     (1.2-1.6 s, twice in a day's runs, never for the same message) is not the accept path's; a
     message late twice is."""
-    session, cookie = await sync_to_async(_retry_session)(row, index)
+    session, cookie = await sync_to_async(_session_of)(f"crisis-again-{index}", row["lang"])
     retried.append(session.pk)
     again, _, _ = await _send_timed(live_stack, session, cookie, row["text"], card_timeout_s=10)
     return (row["text"], took, again) if again > CARD_WITHIN_S else None
