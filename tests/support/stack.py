@@ -85,13 +85,9 @@ class LiveStack:
         """What each process is doing and what PostgreSQL is waiting on, for a test that gave up
         waiting on the stack: a rare stall leaves evidence (also in test-output/<label>-state.txt)."""
         parts = []
-        py_spy = VENV_BIN / "py-spy"
         for proc, log in zip(self.processes, self.logs, strict=True):
-            dump = subprocess.run(
-                [str(py_spy), "dump", "--pid", str(proc.pid)], capture_output=True, text=True, check=False, timeout=30
-            )
             parts.append(f"--- py-spy dump of {log.stem} ({proc.pid})\n")
-            parts.append(dump.stdout or dump.stderr)
+            parts.append(py_spy_dump(proc.pid))
         with psycopg.connect(stack_env()["DATABASE_URL"]) as conn:
             rows = conn.execute(
                 "SELECT pid, state, wait_event_type, wait_event, now() - xact_start, left(query, 160)"
@@ -127,7 +123,33 @@ def wait_http(
         if process is not None and process.poll() is not None:
             raise RuntimeError(f"{url}: the server exited ({process.returncode}) before it answered{log_tail(log)}")
         time.sleep(0.2)
-    raise RuntimeError(f"{url} did not answer within {timeout_s} s{log_tail(log)}")
+    raise RuntimeError(f"{url} did not answer within {timeout_s} s{log_tail(log)}{startup_evidence(process, log)}")
+
+
+def py_spy_dump(pid: int) -> str:
+    """Every thread's Python stack in process `pid`, now."""
+    dump = subprocess.run(
+        [str(VENV_BIN / "py-spy"), "dump", "--pid", str(pid)], capture_output=True, text=True, check=False, timeout=30
+    )
+    return dump.stdout or dump.stderr
+
+
+def startup_evidence(process: subprocess.Popen[bytes] | None, log: Path | None) -> str:
+    """For a server that never answered: where it is stuck and what else kept the machine busy
+    (CI once saw three Daphnes in a row silent for 90 s after Django's setup, with no trace of
+    why). Also kept in test-output/<log>-stuck.txt."""
+    parts = [f"\n--- load average: {Path('/proc/loadavg').read_text().strip()}"]
+    if process is not None and process.poll() is None:
+        parts.append(f"--- py-spy dump of the server ({process.pid})\n{py_spy_dump(process.pid)}")
+    busiest = subprocess.run(
+        ["ps", "-eo", "pid,pcpu,rss,etime,args", "--sort=-pcpu", "--cols", "160"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    parts.append("--- the busiest processes\n" + "\n".join(busiest.stdout.splitlines()[:15]))
+    text = "\n".join(parts)
+    if log is not None:
+        (OUTPUT_DIR / f"{log.stem}-stuck.txt").write_text(text)
+    return text
 
 
 def log_tail(log: Path | None, chars: int = 3000) -> str:
