@@ -143,7 +143,7 @@ def startup_evidence(process: subprocess.Popen[bytes] | None, log: Path | None) 
     if process is not None and process.poll() is None:
         parts.append(f"--- py-spy dump of the server ({process.pid})\n{py_spy_dump(process.pid)}")
     busiest = subprocess.run(
-        ["ps", "-eo", "pid,pcpu,rss,etime,args", "--sort=-pcpu", "--cols", "160"],
+        ["ps", "-eo", "pid,ni,pcpu,rss,etime,args", "--sort=-pcpu", "--cols", "160"],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     parts.append("--- the busiest processes\n" + "\n".join(busiest.stdout.splitlines()[:15]))
