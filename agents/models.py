@@ -291,7 +291,8 @@ class Turn(models.Model):
         blank=True,
         help_text="Which crisis layer fired at accept and why: a pattern's id, or the classifier's score and n-grams.",
     )
-    # A coach who read the turn found the pre-gate's crisis card a false alarm: the turn no longer
+    # A coach who read the turn found its alarm false (the pre-gate's crisis card, or the refer or
+    # crisis escalation its agents raised; review.annotations.alarm_dismiss): the turn no longer
     # holds the coachee's later replies for checking (reply_gate.risks_known); the card, the
     # signal and the escalation stay as they were, for the record.
     crisis_dismissed_at = models.DateTimeField(null=True, blank=True)

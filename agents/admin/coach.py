@@ -36,8 +36,9 @@ from agents.review import labels
 from agents.review.annotations import (
     AlreadyLatestError,
     DismissalRefusedError,
+    alarm_dismiss,
+    alarm_name,
     annotation_add,
-    crisis_card_dismiss,
     inbox_mark_seen,
     turns_flag,
 )
@@ -230,20 +231,20 @@ class CoachingSessionAdmin(ExportCsvMixin, admin.ModelAdmin):
         return HttpResponseRedirect(_review_url(session.pk, turn.pk))
 
     def crisis_dismiss_view(self, request: HttpRequest, object_id: str, turn_id: int) -> HttpResponse:
-        """A coach who may annotate the turn finds its crisis card a false alarm."""
+        """A coach who may annotate the turn finds its alarm false (a crisis card or an escalation)."""
         session = self._session_or_404(request, object_id)
         turn = self._turn_or_404(request, session, turn_id)
         if not self._can_annotate(request):
             raise PermissionDenied
         try:
-            turn = crisis_card_dismiss(
+            turn = alarm_dismiss(
                 turn_id=turn.pk, author_id=request_user_id(request), note=request.POST.get("note", "")[:500]
             )
         except DismissalRefusedError as refused:
             messages.error(request, str(refused))
         else:
-            self._related_admin(Turn).log_change(request, turn, "Found its crisis card a false alarm.")
-            messages.success(request, f"Turn {turn.pk}'s crisis card is marked a false alarm.")
+            self._related_admin(Turn).log_change(request, turn, f"Found its {alarm_name(turn)} a false alarm.")
+            messages.success(request, f"Turn {turn.pk}'s {alarm_name(turn)} is marked a false alarm.")
         return HttpResponseRedirect(_review_url(session.pk, turn.pk))
 
     def coachees_view(self, request: HttpRequest) -> HttpResponse:
@@ -317,8 +318,9 @@ class CoachingSessionAdmin(ExportCsvMixin, admin.ModelAdmin):
 
 
 class CrisisCardFilter(admin.SimpleListFilter):
-    """Turns the crisis pre-gate answered with the card, standing or found a false alarm by a coach
-    (review.annotations.crisis_card_dismiss): the false alarms of real use, in one list."""
+    """Turns the crisis pre-gate answered with the card, standing, or whose card or escalation a
+    coach found a false alarm (review.annotations.alarm_dismiss): the false alarms of real use,
+    in one list."""
 
     title = "crisis card"
     parameter_name = "crisis_card"
@@ -382,7 +384,7 @@ class TurnAdmin(ExportCsvMixin, admin.ModelAdmin):
     def needs_review(self, obj: Turn) -> str:
         reasons = [f"escalation: {obj.get_escalation_display().lower()}"] if obj.escalation != Escalation.NONE else []
         if obj.crisis_dismissed_at is not None:
-            reasons.append("crisis card found a false alarm")
+            reasons.append(f"{alarm_name(obj)} found a false alarm")
         reasons += [label for label, on in (("degraded", obj.degraded), ("flagged", obj.flagged)) if on]
         return ", ".join(reasons) or "-"
 

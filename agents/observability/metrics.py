@@ -116,7 +116,8 @@ CRISIS_HITS = Counter(
 )
 CRISIS_DISMISSALS = Counter(
     "coaching_crisis_dismissals",
-    "Crisis cards a coach found a false alarm, by the pre-gate layer that gave them: the false cards of real use.",
+    "Crisis cards and refer or crisis escalations a coach found a false alarm, by the layer that raised them"
+    " (the pre-gate's pattern or classifier, or the turn's agents): the false alarms of real use.",
     ["layer", "category"],
 )
 CONTROL_TOKENS = Counter(
@@ -155,6 +156,8 @@ TASK_SECONDS = Histogram(
 QUALITY_SURFACES = frozenset({"coach", "synth", "blackboard"})
 QUALITY_ACTIONS = frozenset({"regenerated", "fallback", "withdrawn", "withheld", "refused"})
 CRISIS_LAYERS = frozenset({"pattern", "classifier"})
+# A dismissed alarm raised after accept, by the turn's agents (Stability's risk, through arbitration).
+AGENTS_LAYER = "agents"
 TASK_STATES = frozenset({"SUCCESS", "FAILURE", "RETRY", "REVOKED"})
 
 
@@ -341,7 +344,8 @@ def crisis_hit(*, layer: str, category: str, level: str) -> None:
 
 def crisis_dismissed(*, layer: str, category: str) -> None:
     if enabled():
-        CRISIS_DISMISSALS.labels(_one_of(layer, CRISIS_LAYERS), _one_of(category, _enum_values("category"))).inc()
+        layer_label = _one_of(layer, CRISIS_LAYERS | {AGENTS_LAYER})
+        CRISIS_DISMISSALS.labels(layer_label, _one_of(category, _enum_values("category"))).inc()
 
 
 def ws_connected() -> None:

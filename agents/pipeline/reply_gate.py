@@ -83,15 +83,15 @@ def expectations_for(
 
 def risks_known(turn: Turn, expect: quality.Expectations) -> bool:
     """Coach's reply is held until checked when this coachee has known risks: moves blocked on a
-    recent turn, a recent refer or crisis escalation (unless a coach found its card a false
-    alarm), or a risky behaviour in their own words."""
+    recent turn, a recent refer or crisis escalation (unless a coach found it a false alarm), or
+    a risky behaviour in their own words."""
     if expect.blocked_moves or expect.risk_topics:
         return True
     return Turn.objects.filter(
         session__coachee_id=turn.session.coachee_id,
         escalation__in=[Escalation.REFER, Escalation.CRISIS],
         started_at__gte=turn.started_at - ESCALATION_MEMORY,
-        crisis_dismissed_at__isnull=True,  # a coach found the card a false alarm
+        crisis_dismissed_at__isnull=True,  # a coach found the card or escalation a false alarm
     ).exists()
 
 

@@ -13,7 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.memory import edits
-from agents.models import Annotation, BlackboardVersion, CoachInboxMark, Turn
+from agents.models import Annotation, BlackboardVersion, CoachInboxMark, Escalation, Turn
 from agents.observability import metrics
 
 
@@ -26,8 +26,8 @@ class AlreadyLatestError(ValueError):
 
 
 class DismissalRefusedError(ValueError):
-    """A crisis card is found a false alarm with a reason, once, and only on a turn the crisis
-    pre-gate answered with the card."""
+    """An alarm is found false with a reason, once, and only on a turn that raised one: the
+    crisis pre-gate's card, or a refer or crisis escalation from the turn's agents."""
 
 
 def annotation_add(
@@ -56,24 +56,36 @@ def turns_flag(*, turn_ids: list[int], author_id: int, note: str = "") -> int:
     return len(created)
 
 
-def crisis_card_dismiss(*, turn_id: int, author_id: int, note: str) -> Turn:
-    """A coach who read the turn finds its crisis card a false alarm (the why is required). The
-    card, the signal and the escalation stay on the turn; only the hold on the coachee's later
-    replies (reply_gate.risks_known) ends, and the false card is counted by the layer that gave it."""
+def alarm_name(turn: Turn) -> str:
+    """The turn's alarm that holds the coachee's later replies, as a coach names it: the
+    pre-gate's crisis card, else a refer or crisis escalation its agents raised (Stability's
+    risk, through arbitration); "" when it raised none."""
+    if turn.crisis_signal:
+        return "crisis card"
+    return "escalation" if turn.escalation in (Escalation.REFER, Escalation.CRISIS) else ""
+
+
+def alarm_dismiss(*, turn_id: int, author_id: int, note: str) -> Turn:
+    """A coach who read the turn finds its alarm false (the why is required): the crisis card the
+    pre-gate gave, or the refer or crisis escalation its agents raised. The card, the signal and
+    the escalation stay on the turn; only the hold on the coachee's later replies
+    (reply_gate.risks_known) ends, and the false alarm is counted by the layer that raised it."""
     note = note.strip()
     if not note:
-        raise DismissalRefusedError("Say why the card was a false alarm.")
+        raise DismissalRefusedError("Say why the alarm was false.")
     with transaction.atomic():
         turn = Turn.objects.select_for_update().get(pk=turn_id)
-        if not turn.crisis_signal:
-            raise DismissalRefusedError(f"Turn {turn_id} got no crisis card from the pre-gate.")
+        if not alarm_name(turn):
+            raise DismissalRefusedError(
+                f"Turn {turn_id} raised no alarm: no crisis card, no refer or crisis escalation."
+            )
         if turn.crisis_dismissed_at is not None:
-            raise DismissalRefusedError(f"Turn {turn_id}'s crisis card was already found a false alarm.")
+            raise DismissalRefusedError(f"Turn {turn_id}'s {alarm_name(turn)} was already found a false alarm.")
         turn.crisis_dismissed_at = timezone.now()
         turn.crisis_dismissed_by_id = author_id
         turn.crisis_dismissal_note = note
         turn.save(update_fields=["crisis_dismissed_at", "crisis_dismissed_by", "crisis_dismissal_note"])
-        signal = turn.crisis_signal
+        signal = turn.crisis_signal or {"layer": metrics.AGENTS_LAYER}
         transaction.on_commit(
             functools.partial(
                 metrics.crisis_dismissed, layer=str(signal.get("layer", "")), category=str(signal.get("category", ""))

@@ -24,6 +24,7 @@ from agents.models import (
     Turn,
 )
 from agents.rendering import markdown_to_safe_html
+from agents.review.annotations import alarm_name
 from agents.review.charts import Timeline, format_ms, timeline
 from agents.review.decisions import (
     BriefView,
@@ -63,6 +64,7 @@ class TurnReview:
     synth_html: str
     escalation_note: str
     crisis_signal: str  # which pre-gate layer fired and why, for the coach; "" when none
+    alarm: str  # what a coach may find a false alarm (annotations.alarm_name); "" when none
     outputs: list[AgentOutputView]
     timeline: Timeline
     conflicts: list[ConflictView]
@@ -197,6 +199,7 @@ def turn_review(
         synth_html=markdown_to_safe_html(synth.text) if synth and synth.text else "",
         escalation_note=ESCALATION_NOTES.get(turn.escalation, ""),
         crisis_signal=crisis_signal_text(turn.crisis_signal),
+        alarm=alarm_name(turn),
         outputs=[agent_output_view(run, catalog, seq_by_id) for run in sorted(runs, key=run_sort_key)],
         timeline=timeline(turn, runs),
         conflicts=conflict_views(turn.conflicts.all(), catalog),

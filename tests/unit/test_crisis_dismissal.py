@@ -1,6 +1,6 @@
-"""A coach finds a crisis card a false alarm: the card and its signal stay on the turn for the
-record, the coachee's later immediate replies are no longer held for it, and only a coach who
-may annotate that coachee's turns can say so."""
+"""A coach finds an alarm false, a crisis card or an escalation the agents raised: the card, its
+signal and the escalation stay on the turn for the record, the coachee's later immediate replies
+are no longer held for it, and only a coach who may annotate that coachee's turns can say so."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from agents.models import Escalation, Message, Role, Turn
 from agents.pipeline import reply_gate
-from agents.review.annotations import DismissalRefusedError, crisis_card_dismiss
+from agents.review.annotations import DismissalRefusedError, alarm_dismiss
 from agents.safety import quality
 from tests.support.conversations import Conversation, build_conversation
 from tests.support.metrics import scraped
@@ -59,7 +59,7 @@ def test_a_dismissed_card_no_longer_holds_the_coachees_replies(
 
     counted = scraped("coaching_crisis_dismissals_total", layer="classifier", category="eating")
     with django_capture_on_commit_callbacks(execute=True):
-        crisis_card_dismiss(turn_id=card.pk, author_id=coach.pk, note="About a workout, not about food.")
+        alarm_dismiss(turn_id=card.pk, author_id=coach.pk, note="About a workout, not about food.")
     # Counted once it is committed, by the layer that gave the card.
     assert scraped("coaching_crisis_dismissals_total", layer="classifier", category="eating") == counted + 1
 
@@ -77,18 +77,21 @@ def test_a_dismissed_card_no_longer_holds_the_coachees_replies(
 def test_a_dismissal_says_why(convo: Conversation, coach: Any, note: str) -> None:
     card = carded(convo.turns[0])
     with pytest.raises(DismissalRefusedError, match="Say why"):
-        crisis_card_dismiss(turn_id=card.pk, author_id=coach.pk, note=note)
+        alarm_dismiss(turn_id=card.pk, author_id=coach.pk, note=note)
     card.refresh_from_db()
     assert card.crisis_dismissed_at is None
 
 
-def test_only_a_card_and_only_once(convo: Conversation, coach: Any) -> None:
-    with pytest.raises(DismissalRefusedError, match="no crisis card"):
-        crisis_card_dismiss(turn_id=convo.turns[2].pk, author_id=coach.pk, note="nothing to dismiss")
+def test_only_an_alarm_and_only_once(convo: Conversation, coach: Any) -> None:
+    quiet = convo.turns[2]
+    for level in (Escalation.NONE, Escalation.MONITOR):  # "keep an eye on" holds nothing
+        Turn.objects.filter(pk=quiet.pk).update(escalation=level)
+        with pytest.raises(DismissalRefusedError, match="raised no alarm"):
+            alarm_dismiss(turn_id=quiet.pk, author_id=coach.pk, note="nothing to dismiss")
     card = carded(convo.turns[0])
-    crisis_card_dismiss(turn_id=card.pk, author_id=coach.pk, note="first")
+    alarm_dismiss(turn_id=card.pk, author_id=coach.pk, note="first")
     with pytest.raises(DismissalRefusedError, match="already"):
-        crisis_card_dismiss(turn_id=card.pk, author_id=coach.pk, note="second")
+        alarm_dismiss(turn_id=card.pk, author_id=coach.pk, note="second")
     card.refresh_from_db()
     assert card.crisis_dismissal_note == "first"
 
@@ -111,9 +114,47 @@ def test_the_coach_marks_it_on_the_review_page(convo: Conversation, coach: Any) 
     assert url not in page  # no form once it is done
 
 
+def test_an_escalation_the_agents_raised_is_dismissed_on_the_review_page(
+    convo: Conversation, coach: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    """Stability's risk, through arbitration, escalated a turn with no card: it holds the
+    coachee's later replies like a card, and a coach can find it a false alarm the same way."""
+    for turn in convo.turns:
+        Turn.objects.filter(pk=turn.pk).update(escalation=Escalation.NONE)
+    raised = convo.turns[0]
+    Turn.objects.filter(pk=raised.pk).update(escalation=Escalation.REFER)
+    later = next_turn(convo)
+    assert reply_gate.risks_known(later, quality.Expectations())
+
+    client = logged_in(coach)
+    review = reverse("admin:agents_coachingsession_review", args=[raised.session_id]) + f"?turn={raised.pk}"
+    url = reverse("admin:agents_coachingsession_crisis_dismiss", args=[raised.session_id, raised.pk])
+    page = client.get(review).content.decode()
+    assert url in page
+    assert "Mark the escalation a false alarm" in page
+    counted = scraped("coaching_crisis_dismissals_total", layer="agents", category="other")
+    with django_capture_on_commit_callbacks(execute=True):
+        assert client.post(url, {"note": "Asked about a friend's diet, no risk to them."}).status_code == 302
+    assert scraped("coaching_crisis_dismissals_total", layer="agents", category="other") == counted + 1
+
+    raised.refresh_from_db()
+    assert (raised.escalation, raised.crisis_signal, raised.crisis_dismissed_by_id) == (
+        Escalation.REFER,
+        None,
+        coach.pk,
+    )
+    assert LogEntry.objects.filter(
+        object_id=str(raised.pk), change_message="Found its escalation a false alarm."
+    ).exists()
+    assert not reply_gate.risks_known(later, quality.Expectations())
+    page = client.get(review).content.decode()
+    assert "Found a false alarm by coach_lee" in page
+    assert url not in page
+
+
 def test_the_turn_list_finds_standing_cards_and_false_alarms(convo: Conversation, coach: Any) -> None:
     standing, dismissed = carded(convo.turns[0]), carded(convo.turns[1])
-    crisis_card_dismiss(turn_id=dismissed.pk, author_id=coach.pk, note="About a workout, not about food.")
+    alarm_dismiss(turn_id=dismissed.pk, author_id=coach.pk, note="About a workout, not about food.")
     client = logged_in(coach)
     changelist = reverse("admin:agents_turn_changelist")
 
