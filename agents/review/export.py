@@ -10,6 +10,7 @@ from django.db.models import Count, Q, QuerySet
 
 from agents.models import CoachingSession, Escalation, Turn
 from agents.review.decisions import critic_rounds
+from agents.review.session import crisis_signal_text
 
 
 def _csv_cell(value: Any) -> str:
@@ -44,6 +45,12 @@ TURN_EXPORT_HEADER = [
     "flagged",
     "flag_reason",
     "critic_passed",
+    # The crisis pre-gate's card and why it fired; a card or escalation a coach found a false
+    # alarm, by whom, when and why: with the turn list's filter, the false alarms of real use.
+    "crisis_signal",
+    "false_alarm_by",
+    "false_alarm_at",
+    "false_alarm_note",
     "coachee_message",
     "coach_reply",
     "full_answer",
@@ -80,9 +87,9 @@ def session_export_rows(sessions: QuerySet[CoachingSession]) -> Iterator[list[st
 
 def turn_export_rows(turns: QuerySet[Turn]) -> Iterator[list[str]]:
     yield TURN_EXPORT_HEADER
-    selected = turns.select_related("session__coachee", "user_message", "coach_message", "synth_message").order_by(
-        "started_at", "pk"
-    )
+    selected = turns.select_related(
+        "session__coachee", "user_message", "coach_message", "synth_message", "crisis_dismissed_by"
+    ).order_by("started_at", "pk")
     for t in selected:
         rounds = critic_rounds(t.critic_result)
         values = [
@@ -97,6 +104,10 @@ def turn_export_rows(turns: QuerySet[Turn]) -> Iterator[list[str]]:
             t.flagged,
             t.flag_reason,
             "" if not rounds else rounds[-1].passed,
+            crisis_signal_text(t.crisis_signal),
+            t.crisis_dismissed_by.get_username() if t.crisis_dismissed_by else "",
+            t.crisis_dismissed_at,
+            t.crisis_dismissal_note,
             t.user_message.text,
             t.coach_message.text if t.coach_message else "",
             t.synth_message.text if t.synth_message else "",

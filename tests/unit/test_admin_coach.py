@@ -34,7 +34,7 @@ from agents.models import (
     Turn,
 )
 from agents.review import charts, decisions, export, labels
-from agents.review.annotations import annotation_add
+from agents.review.annotations import alarm_dismiss, annotation_add
 from agents.review.overview import coachee_overview
 from agents.roles.schemas import (
     PersonaOutput,
@@ -409,8 +409,11 @@ def test_the_flag_action_and_the_annotation_admin(coach_client: Client, coach: A
     assert theirs.note == "theirs"
 
 
-def test_export_selected_as_csv(coach_client: Client, convo: Conversation) -> None:
+def test_export_selected_as_csv(coach_client: Client, convo: Conversation, coach: Any) -> None:
     Message.objects.filter(pk=convo.turns[0].user_message_id).update(text="=HYPERLINK('x') MKANA")
+    alarm_dismiss(turn_id=convo.turns[0].pk, author_id=coach.pk, note="Her sister's diet, not hers.")
+    card = {"layer": "pattern", "pattern_id": 7, "locale": "en", "pattern": "end it all", "category": "suicide"}
+    Turn.objects.filter(pk=convo.turns[1].pk).update(escalation="crisis", crisis_signal=card)
     response = coach_client.post(
         reverse("admin:agents_turn_changelist"),
         {"action": "export_csv", "_selected_action": [t.pk for t in convo.turns[:2]]},
@@ -422,13 +425,20 @@ def test_export_selected_as_csv(coach_client: Client, convo: Conversation) -> No
     assert [int(r[0]) for r in rows[1:]] == [convo.turns[0].pk, convo.turns[1].pk]
     assert rows[1][rows[0].index("coachee_message")] == "'=HYPERLINK('x') MKANA"  # never a formula
     assert rows[1][rows[0].index("escalation")] == "refer"
+    # The false alarm a coach found, with who and why; the other turn has none.
+    false_alarm = [rows[1][rows[0].index(c)] for c in ("false_alarm_by", "false_alarm_note")]
+    assert false_alarm == [coach.get_username(), "Her sister's diet, not hers."]
+    assert rows[1][rows[0].index("false_alarm_at")]
+    assert "pattern #7 (en): end it all" in rows[2][rows[0].index("crisis_signal")]
+    assert [rows[2][rows[0].index(c)] for c in ("false_alarm_by", "false_alarm_at", "false_alarm_note")] == ["", "", ""]
     sessions = coach_client.post(
         reverse("admin:agents_coachingsession_changelist"),
         {"action": "export_csv", "_selected_action": [s.pk for s in convo.sessions]},
     )
     rows = list(csv.reader(io.StringIO(sessions.content.decode())))
     assert rows[0] == export.SESSION_EXPORT_HEADER
-    assert [r[1:2] + r[6:] for r in rows[1:]] == [["ana_mk", "3", "1", "1", "1"]] * 2
+    # The first session's second turn got the card above: two escalated turns there.
+    assert [r[1:2] + r[6:] for r in rows[1:]] == [["ana_mk", "3", "2", "1", "1"], ["ana_mk", "3", "1", "1", "1"]]
 
 
 def test_operators_see_no_conversation_models_and_superusers_see_all(seeded: None) -> None:
