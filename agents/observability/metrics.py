@@ -158,6 +158,7 @@ QUALITY_ACTIONS = frozenset({"regenerated", "fallback", "withdrawn", "withheld",
 CRISIS_LAYERS = frozenset({"pattern", "classifier"})
 # A dismissed alarm raised after accept, by the turn's agents (Stability's risk, through arbitration).
 AGENTS_LAYER = "agents"
+DISMISSAL_LAYERS = CRISIS_LAYERS | {AGENTS_LAYER}
 TASK_STATES = frozenset({"SUCCESS", "FAILURE", "RETRY", "REVOKED"})
 
 
@@ -344,8 +345,7 @@ def crisis_hit(*, layer: str, category: str, level: str) -> None:
 
 def crisis_dismissed(*, layer: str, category: str) -> None:
     if enabled():
-        layer_label = _one_of(layer, CRISIS_LAYERS | {AGENTS_LAYER})
-        CRISIS_DISMISSALS.labels(layer_label, _one_of(category, _enum_values("category"))).inc()
+        CRISIS_DISMISSALS.labels(_one_of(layer, DISMISSAL_LAYERS), _one_of(category, _enum_values("category"))).inc()
 
 
 def ws_connected() -> None:

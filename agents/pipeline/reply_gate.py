@@ -23,7 +23,9 @@ from agents.transactions import bookkeeping_atomic
 _FENCED = re.compile(r"<<<data\n.*?\ndata>>>", re.DOTALL)
 # How far back a coachee's words count for the language and the risks a reply must respect.
 RECENT_MESSAGES = 6
-# A refer or crisis escalation this recent keeps Coach's reply held until it is checked.
+# A refer or crisis escalation this recent keeps Coach's reply held until it is checked, unless a
+# coach found it a false alarm (review.annotations.alarm_dismiss, which takes the same levels).
+HOLDING_ESCALATIONS = (Escalation.REFER, Escalation.CRISIS)
 ESCALATION_MEMORY = timedelta(days=14)
 
 # What replaces a withdrawn Coach reply, in the coachee's language (the original stays on its
@@ -89,7 +91,7 @@ def risks_known(turn: Turn, expect: quality.Expectations) -> bool:
         return True
     return Turn.objects.filter(
         session__coachee_id=turn.session.coachee_id,
-        escalation__in=[Escalation.REFER, Escalation.CRISIS],
+        escalation__in=HOLDING_ESCALATIONS,
         started_at__gte=turn.started_at - ESCALATION_MEMORY,
         crisis_dismissed_at__isnull=True,  # a coach found the card or escalation a false alarm
     ).exists()

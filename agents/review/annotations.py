@@ -13,8 +13,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.memory import edits
-from agents.models import Annotation, BlackboardVersion, CoachInboxMark, Escalation, Turn
+from agents.models import Annotation, BlackboardVersion, CoachInboxMark, Turn
 from agents.observability import metrics
+from agents.pipeline import reply_gate
 
 
 class NothingToAnnotateError(ValueError):
@@ -62,7 +63,7 @@ def alarm_name(turn: Turn) -> str:
     risk, through arbitration); "" when it raised none."""
     if turn.crisis_signal:
         return "crisis card"
-    return "escalation" if turn.escalation in (Escalation.REFER, Escalation.CRISIS) else ""
+    return "escalation" if turn.escalation in reply_gate.HOLDING_ESCALATIONS else ""
 
 
 def alarm_dismiss(*, turn_id: int, author_id: int, note: str) -> Turn:
