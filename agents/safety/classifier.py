@@ -23,10 +23,10 @@ explained by the n-grams that weighed most, the embedding's share in the wording
 meaning model's own probability.
 
 Fitted once per version of the training data (and of this code, scikit-learn and the encoder),
-then kept on disk outside the repo, keyed by that hash; embedding and training take about nine
-minutes on this project's 2-core machines (9.5 measured on 2026-12-07 with a candidate that adds
-about a minute; the meaning model's SVM, fitted once and three times more on folds for its Platt
-scaling, is most of it), loading the cached fit a few tens of milliseconds.
+then kept on disk outside the repo, keyed by that hash; embedding and training take five to nine
+minutes on this project's 2-core machines (5.2 measured on 2026-12-08; 9.5 on 2026-12-07 with a
+candidate that adds about a minute; the meaning model's SVM, fitted once and three times more on
+folds for its Platt scaling, is most of it), loading the cached fit a few tens of milliseconds.
 """
 
 from __future__ import annotations
@@ -400,7 +400,7 @@ def warm() -> None:
 def prepare() -> None:
     """Fit and cache the model before the app or the tests start (scripts/lib.sh), so no first
     message and no test pays for a fit."""
-    model_cache.announce_fit(CACHE_KIND, training_digest(), "crisis classifier", "~9 minutes")
+    model_cache.announce_fit(CACHE_KIND, training_digest(), "crisis classifier", "5-9 minutes")
     warm()
 
 

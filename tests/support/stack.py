@@ -102,8 +102,9 @@ class LiveStack:
 
 # How long a process a test starts may take to serve: Daphne imports Django and warms the crisis
 # pre-gate (about 6 s on an idle two-core machine), a worker imports the app. With the real-model
-# tests running beside the ones that start processes (scripts/test.sh), Daphnes took 30 s and, on
-# a slow CI machine, over 90 s, until the model server ran at a lower priority (embedded.NICENESS);
+# tests running beside the ones that start processes (scripts/test.sh), three Daphnes in a row did
+# not answer within 90 s on a slow CI machine, until the model server ran at a lower priority
+# (embedded.NICENESS; then 7-17 s from Django's setup to listening, 2026-12-08, some during them);
 # the wait ends as soon as the process answers, so a long bound costs nothing when healthy.
 STARTUP_TIMEOUT_S = 90.0
 
